@@ -1,0 +1,26 @@
+"""Public API: subclass `StreamProcessor`, run nodes.
+
+Names are resolved lazily so that importing `framework.errors` from the other
+packages never drags in the node runtime (and so that import has no side
+effects).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["ConnectionConfig", "SessionizerError", "StreamProcessor"]
+
+_EXPORTS = {
+    "ConnectionConfig": "framework.config",
+    "SessionizerError": "framework.errors",
+    "StreamProcessor": "sessionizer.processor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'framework' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

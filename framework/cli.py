@@ -1,0 +1,61 @@
+"""The `sessionizer` command line (the contract of DESIGN section 11)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from framework.commands.options import common_parser
+from framework.errors import SessionizerError
+from framework.logging import configure_logging
+
+__all__ = ["build_parser", "main"]
+
+# Each module defines `add_parser(subparsers, common)`; the parser it adds sets `run`.
+_COMMANDS = (
+    "cluster",
+    "streams",
+    "produce",
+    "status",
+    "node",
+    "sessions",
+    "aggregate",
+    "demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with one subparser per available command."""
+    parser = argparse.ArgumentParser(
+        prog="sessionizer", description="Stateful stream sessionization on Kafka and ZooKeeper."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = common_parser()
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"framework.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"framework.commands.{name}":
+                raise
+            continue  # a command not built yet is simply absent from --help
+        module.add_parser(subparsers, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `sessionizer` console script."""
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        return int(args.run(args) or 0)
+    except SessionizerError as exc:
+        print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

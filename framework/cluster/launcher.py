@@ -1,0 +1,253 @@
+"""`LocalCluster`: real ZooKeeper and Kafka JVMs on free loopback ports, for dev and tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import structlog
+
+from framework.cluster.artifacts import Artifacts, resolve_artifacts
+from framework.cluster.kafka import KafkaNode, broker_ids_serving, new_cluster_id
+from framework.cluster.process import ServerProcess, free_port, pid_alive, wait_until
+from framework.cluster.zookeeper import ZooKeeperNode, zookeeper_mode
+from framework.errors import ClusterError
+
+__all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]
+
+STATE_FILE = "cluster.json"
+_log = structlog.get_logger("sessionizer.cluster")
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise ClusterError("no java on PATH (or JAVA_HOME): install Java 17 or newer")
+    return java
+
+
+class LocalCluster:
+    """ZooKeeper (1 or 3 servers) and Kafka KRaft (0, 1 or 3 nodes) under one directory.
+
+    Use as a context manager; every server it started is stopped on exit, also
+    on error.  `kill`, `stop`, `start`, `restart`, `pause` and `resume` act on
+    one named server (`zk1`.., `kafka1`..) for fault tests.
+    """
+
+    def __init__(
+        self,
+        directory: Path | str,
+        *,
+        zookeepers: Literal[1, 3] = 1,
+        brokers: Literal[0, 1, 3] = 1,
+        zk_heap_mb: int = 128,
+        kafka_heap_mb: int = 384,
+        ready_timeout: float = 120.0,
+        die_with_parent: bool = True,
+        artifacts: Artifacts | None = None,
+    ) -> None:
+        if zookeepers not in (1, 3) or brokers not in (0, 1, 3):
+            raise ClusterError(f"unsupported shape zookeepers={zookeepers} brokers={brokers}")
+        self.directory = Path(directory).resolve()
+        self._artifacts = artifacts
+        self._heaps = {"zookeeper": zk_heap_mb, "kafka": kafka_heap_mb}
+        self._ready_timeout = ready_timeout
+        self._die_with_parent = die_with_parent
+        self._zookeepers = [
+            ZooKeeperNode(i, free_port(), free_port(), free_port(), self.directory / f"zk{i}")
+            for i in range(1, zookeepers + 1)
+        ]
+        self._kafkas = [
+            KafkaNode(i, free_port(), free_port(), self.directory / f"kafka{i}")
+            for i in range(1, brokers + 1)
+        ]
+        self._processes: dict[str, ServerProcess] = {}
+
+    # -- whole cluster ---------------------------------------------------------------
+
+    @property
+    def zk_connect(self) -> str:
+        """ZooKeeper connection string (all servers)."""
+        return ",".join(node.address for node in self._zookeepers)
+
+    @property
+    def bootstrap(self) -> str:
+        """Kafka bootstrap servers ('' when the cluster has no brokers)."""
+        return ",".join(node.address for node in self._kafkas)
+
+    @property
+    def server_names(self) -> list[str]:
+        """Names of all servers, ZooKeeper first."""
+        return [n.name for n in self._zookeepers] + [n.name for n in self._kafkas]
+
+    def up(self) -> LocalCluster:
+        """Resolve jars, write configs, start every server and wait until all serve."""
+        artifacts = self._artifacts or resolve_artifacts()
+        java = _java()
+        for child in ("zk1", "zk2", "zk3", "kafka1", "kafka2", "kafka3"):
+            shutil.rmtree(self.directory / child, ignore_errors=True)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for zk in self._zookeepers:
+            zk.write_config(self._zookeepers)
+            classpath = artifacts.classpath("zookeeper")
+            self._add(zk.name, zk.command(java, classpath, self._heaps["zookeeper"]), zk.directory)
+        cluster_id = new_cluster_id()
+        for node in self._kafkas:
+            node.write_config(self._kafkas)
+            node.format_storage(java, artifacts.classpath("kafka"), cluster_id)
+            classpath = artifacts.classpath("kafka")
+            self._add(
+                node.name, node.command(java, classpath, self._heaps["kafka"]), node.directory
+            )
+        try:
+            for process in self._processes.values():
+                process.start()
+            for name in self.server_names:
+                self._wait_serving(name)
+        except BaseException:
+            self.down()
+            raise
+        self._write_state()
+        _log.info(
+            "cluster_up", zk=self.zk_connect, bootstrap=self.bootstrap, dir=str(self.directory)
+        )
+        return self
+
+    def down(self) -> None:
+        """Stop every server: all Kafka nodes together, then ZooKeeper."""
+        kafkas = [self._processes[n.name] for n in self._kafkas if n.name in self._processes]
+        zookeepers = [
+            self._processes[n.name] for n in self._zookeepers if n.name in self._processes
+        ]
+        for group in (kafkas, zookeepers):
+            # Signal the whole group before waiting, so a quorum shuts down together
+            # instead of each node waiting for peers that are already gone.
+            for process in group:
+                process.terminate()
+            for process in group:
+                process.stop(timeout=20)
+        (self.directory / STATE_FILE).unlink(missing_ok=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.up()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.down()
+
+    # -- one server, for fault tests ------------------------------------------------------
+
+    def process(self, name: str) -> ServerProcess:
+        """The process of one named server."""
+        try:
+            return self._processes[name]
+        except KeyError:
+            raise ClusterError(f"no server {name!r}; servers are {self.server_names}") from None
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one server, as a crash would."""
+        self.process(name).kill()
+
+    def stop(self, name: str) -> None:
+        """Stop one server cleanly."""
+        self.process(name).stop()
+
+    def start(self, name: str) -> None:
+        """Start one stopped server again and wait until it serves."""
+        self.process(name).start()
+        self._wait_serving(name)
+
+    def restart(self, name: str) -> None:
+        """Stop, then start one server."""
+        self.stop(name)
+        self.start(name)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP one server."""
+        self.process(name).pause()
+
+    def resume(self, name: str) -> None:
+        """SIGCONT one paused server."""
+        self.process(name).resume()
+
+    def zk_leader(self) -> str | None:
+        """Name of the ZooKeeper server that is leader (or standalone), if any."""
+        for zk in self._zookeepers:
+            if self._processes[zk.name].running() and zookeeper_mode(zk.address) in (
+                "leader",
+                "standalone",
+            ):
+                return zk.name
+        return None
+
+    # -- internals --------------------------------------------------------------------
+
+    def _add(self, name: str, command: list[str], directory: Path) -> None:
+        self._processes[name] = ServerProcess(
+            name, command, directory / "server.log", die_with_parent=self._die_with_parent
+        )
+
+    def _wait_serving(self, name: str) -> None:
+        process = self.process(name)
+
+        def serving() -> bool:
+            if not process.running():
+                raise ClusterError(
+                    f"{name} exited while starting; its log ({process.log_path}) ends with:\n"
+                    + process.log_tail()
+                )
+            if name.startswith("zk"):
+                node = next(z for z in self._zookeepers if z.name == name)
+                return zookeeper_mode(node.address) is not None
+            kafka = next(k for k in self._kafkas if k.name == name)
+            return kafka.node_id in broker_ids_serving(kafka.address)
+
+        wait_until(serving, self._ready_timeout, f"{name} to serve", interval=0.25)
+
+    def _write_state(self) -> None:
+        state = {
+            "zk_connect": self.zk_connect,
+            "bootstrap": self.bootstrap,
+            "servers": [
+                {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
+                for name, p in self._processes.items()
+            ],
+        }
+        (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+
+def running_cluster(directory: Path | str) -> dict[str, str] | None:
+    """Connection strings of a cluster `up` left running in `directory`, if all of it runs."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    alive = all(pid_alive(s["pid"], marker=s["directory"]) for s in state["servers"])
+    return {"zk_connect": state["zk_connect"], "bootstrap": state["bootstrap"]} if alive else None
+
+
+def stop_cluster_dir(directory: Path | str) -> list[str]:
+    """Stop the servers recorded in `directory` by `cluster up`; return their names."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return []
+    state = json.loads(path.read_text())
+    stopped = []
+    for server in reversed(state["servers"]):
+        process = ServerProcess(
+            server["name"], [], Path(server["directory"]) / "server.log", pid=server["pid"]
+        )
+        if process.running():
+            process.stop(timeout=20)
+            stopped.append(server["name"])
+    path.unlink(missing_ok=True)
+    return stopped

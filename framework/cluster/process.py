@@ -1,0 +1,154 @@
+"""One server JVM: start, stop, kill, and find out whether it still runs."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.errors import ClusterError
+
+__all__ = ["ServerProcess", "free_port", "pid_alive", "wait_until"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1
+) -> None:
+    """Poll `condition` until it holds, or raise `ClusterError` naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def pid_alive(pid: int, marker: str | None = None) -> bool:
+    """Whether `pid` runs (and, given `marker`, its command line contains it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if marker is None:
+        return True
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return marker.encode() in cmdline and not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _die_with_parent() -> None:
+    # Linux only: the JVM gets SIGKILL when the process that started it dies,
+    # so a test run killed hard still leaves no server behind.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class ServerProcess:
+    """A named server started from a command line, logging to one file."""
+
+    name: str
+    command: Sequence[str]
+    log_path: Path
+    die_with_parent: bool = True
+    pid: int | None = None
+    _popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the process (no-op when it already runs)."""
+        if self.running():
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._popen = subprocess.Popen(
+                list(self.command),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
+            )
+        self.pid = self._popen.pid
+
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        if self._popen is not None:
+            return self._popen.poll() is None
+        return self.pid is not None and pid_alive(self.pid, marker=str(self.log_path.parent))
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; waits until the process is gone."""
+        self._signal(signal.SIGKILL)
+        self._reap(timeout=30)
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting."""
+        self._signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM and wait; SIGKILL if it has not exited within `timeout`."""
+        self._signal(signal.SIGTERM)
+        if not self._reap(timeout=timeout):
+            self.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays but stops answering."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        self._signal(signal.SIGCONT)
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the server's log, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _signal(self, signum: int) -> None:
+        if self.pid is None or not self.running():
+            return
+        # It may exit between the check and the signal: the goal is met then.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signum)
+
+    def _reap(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        if self._popen is not None:
+            self._popen.wait()
+        return True

@@ -1,0 +1,120 @@
+"""`sessionizer produce FILE --format ...` and `sessionizer generate --sessions N`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from framework.commands.options import connection_from_args
+from framework.config import ConnectionConfig
+from framework.errors import ConfigError
+from framework.zookeeper import zookeeper_client
+from router.errors import StreamCountMismatch
+from router.formats import FORMATS
+from router.generator import generate_fragments
+from router.ingest import produce_fragments, produce_lines
+from router.producer import ProducerConfig, ProducerStats, StreamProducer
+from router.registry import app_root, recorded_stream_count
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Register `produce` and `generate`."""
+    produce = subparsers.add_parser(
+        "produce", parents=[common], help="parse a log file and route its fragments to streams"
+    )
+    produce.add_argument("file", help="input file, or - for standard input")
+    produce.add_argument("--format", required=True, choices=FORMATS)
+    _shared_options(produce)
+    produce.set_defaults(run=run_produce)
+    generate = subparsers.add_parser(
+        "generate", parents=[common], help="route deterministic synthetic web traffic to streams"
+    )
+    generate.add_argument("--sessions", type=int, required=True, help="number of visits")
+    generate.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
+    _shared_options(generate)
+    generate.set_defaults(run=run_generate)
+
+
+def _shared_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--end-of-input", action="store_true", help="finish with an end-of-input watermark"
+    )
+    parser.add_argument("--json", action="store_true", help="print the counters as JSON")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        help="expected stream count (default: the count recorded by `streams create`)",
+    )
+
+
+def _producer(connection: ConnectionConfig, expected: int | None) -> StreamProducer:
+    """A producer for the stream count recorded in ZooKeeper (checked against --streams)."""
+    with zookeeper_client(connection.zk) as client:
+        recorded = recorded_stream_count(client, app_root(connection.namespace, connection.app))
+    if recorded is None:
+        raise ConfigError(
+            f"app {connection.app!r} has no streams; run `sessionizer streams create --count N`"
+        )
+    if expected is not None and expected != recorded:
+        raise StreamCountMismatch(connection.app, expected=recorded, configured=expected)
+    return StreamProducer(ProducerConfig(connection.bootstrap, connection.app, recorded))
+
+
+def _progress(stats: ProducerStats) -> None:
+    print(f"... read {stats.read:,} lines, sent {stats.sent:,}", file=sys.stderr, flush=True)
+
+
+def _report(stats: ProducerStats, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(stats.as_dict()))
+        return
+    reasons = ", ".join(f"{k}={v}" for k, v in sorted(stats.reasons.items())) or "none"
+    print(
+        f"read {stats.read:,}  parsed {stats.parsed:,}  rejected {stats.rejected:,} "
+        f"({reasons})  sent {stats.sent:,}"
+    )
+
+
+@contextmanager
+def _open_input(name: str) -> Iterator[TextIO]:
+    if name == "-":
+        yield sys.stdin
+        return
+    path = Path(name)
+    if not path.is_file():
+        raise ConfigError(f"input file {name!r} does not exist or is not a file")
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        yield handle
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    """Parse FILE and send every fragment; malformed lines are counted, not fatal."""
+    connection = connection_from_args(args)
+    with _open_input(args.file) as lines, _producer(connection, args.streams) as producer:
+        stats = produce_lines(
+            producer, lines, args.format, end_of_input=args.end_of_input, progress=_progress
+        )
+    _report(stats, args.json)
+    return 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Generate visits deterministically from --seed and send them."""
+    if args.sessions < 1:
+        raise ConfigError("--sessions must be >= 1")
+    connection = connection_from_args(args)
+    fragments = generate_fragments(args.sessions, args.seed)
+    with _producer(connection, args.streams) as producer:
+        stats = produce_fragments(
+            producer, fragments, end_of_input=args.end_of_input, progress=_progress
+        )
+    _report(stats, args.json)
+    return 0

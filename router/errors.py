@@ -1,0 +1,97 @@
+"""Errors raised by the router: bad input lines, undecodable records, misconfigured streams."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from framework.errors import ConfigError, SessionizerError
+
+__all__ = [
+    "InvalidAppName",
+    "MalformedLine",
+    "MalformedReason",
+    "ProduceFailed",
+    "ProvisioningError",
+    "RouterError",
+    "StreamCountMismatch",
+    "UndecodableRecord",
+]
+
+# The reason codes are counted per reason in `produce --json`; keep them short and stable.
+MalformedReason = Literal[
+    "empty",
+    "unparseable",
+    "bad-timestamp",
+    "bad-request",
+    "not-sshd",
+    "bad-json",
+    "missing-key",
+]
+
+
+class RouterError(SessionizerError):
+    """Base class of the errors raised by `router`."""
+
+
+class MalformedLine(RouterError):
+    """An input line cannot become a fragment; `reason` is a short stable code."""
+
+    def __init__(self, reason: MalformedReason, detail: str = "") -> None:
+        self.reason: MalformedReason = reason
+        self.detail = detail
+        super().__init__(f"malformed line ({reason}): {detail}" if detail else reason)
+
+
+class UndecodableRecord(RouterError):
+    """A Kafka record is not a fragment or watermark; it goes to the dead-letter topic."""
+
+    def __init__(self, reason: str, detail: str = "", *, offset: int | None = None) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.offset = offset
+        where = "record" if offset is None else f"record at offset {offset}"
+        text = f"{where} cannot be decoded ({reason})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class StreamCountMismatch(RouterError, ConfigError):
+    """The stream count this process was given differs from the one recorded in ZooKeeper."""
+
+    def __init__(self, app: str, *, expected: int, configured: int) -> None:
+        self.app = app
+        self.expected = expected
+        self.configured = configured
+        # Routing with a different count would send keys to the wrong streams, so refuse
+        # and tell the operator both numbers and the two ways out.
+        super().__init__(
+            f"app {app!r} has {expected} streams recorded in ZooKeeper, but this process is "
+            f"configured for {configured}; configure {expected} streams, or use a new app "
+            f"name and run `sessionizer streams create --count {configured}` for it"
+        )
+
+
+class InvalidAppName(RouterError, ConfigError):
+    """The app name cannot be used in Kafka topic names and ZooKeeper paths."""
+
+    def __init__(self, app: str, problem: str) -> None:
+        self.app = app
+        self.problem = problem
+        super().__init__(
+            f"invalid app name {app!r}: {problem}; use 1-200 characters from "
+            "[A-Za-z0-9._-] (set --app or SESSIONIZER_APP)"
+        )
+
+
+class ProduceFailed(RouterError):
+    """Kafka did not acknowledge some records; they must be treated as not delivered."""
+
+    def __init__(self, app: str, detail: str) -> None:
+        self.app = app
+        super().__init__(
+            f"producing for app {app!r} failed: {detail}; check that the brokers are up "
+            "and the stream topics exist (`sessionizer streams create`), then produce again"
+        )
+
+
+class ProvisioningError(RouterError):
+    """The stream topics could not be created or do not match the configuration."""

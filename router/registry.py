@@ -1,0 +1,90 @@
+"""The stream registry in ZooKeeper: `active_streams/<stream>` znodes and the recorded count.
+
+The count lives in the data of `<root>/active_streams` itself, so the list of
+streams and their number change together in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+from router.errors import ProvisioningError, StreamCountMismatch
+
+__all__ = [
+    "active_streams_path",
+    "app_root",
+    "check_stream_count",
+    "recorded_stream_count",
+    "register_streams",
+]
+
+
+def app_root(namespace: str, app: str) -> str:
+    """`/<namespace>/<app>`: every znode of one app lives below it."""
+    return f"/{namespace}/{app}"
+
+
+def active_streams_path(root: str) -> str:
+    """The parent of the persistent per-stream znodes."""
+    return f"{root}/active_streams"
+
+
+def recorded_stream_count(client: KazooClient, root: str) -> int | None:
+    """The stream count recorded for the app, or None if streams were never created."""
+    try:
+        data, _stat = client.get(active_streams_path(root))
+    except NoNodeError:
+        return None
+    if not data:
+        return None
+    return int(json.loads(data)["count"])
+
+
+def check_stream_count(client: KazooClient, root: str, app: str, configured: int) -> int | None:
+    """Raise `StreamCountMismatch` if a different count is recorded; return the recorded one."""
+    recorded = recorded_stream_count(client, root)
+    if recorded is not None and recorded != configured:
+        raise StreamCountMismatch(app, expected=recorded, configured=configured)
+    return recorded
+
+
+def register_streams(client: KazooClient, root: str, app: str, topics: Sequence[str]) -> None:
+    """Record the count and create `active_streams/<topic>` for each stream (idempotent)."""
+    parent = active_streams_path(root)
+    recorded = check_stream_count(client, root, app, len(topics))
+    try:
+        client.ensure_path(root)
+        if recorded is None:
+            _create_registry(client, parent, topics)
+    except KazooException as exc:
+        raise ProvisioningError(
+            f"registering {len(topics)} streams of app {app!r} in ZooKeeper failed: {exc}"
+        ) from exc
+
+
+def _create_registry(client: KazooClient, parent: str, topics: Sequence[str]) -> None:
+    created = int(time.time() * 1000)
+    count = json.dumps({"count": len(topics), "created": created}).encode()
+    transaction = client.transaction()
+    if client.exists(parent) is None:
+        transaction.create(parent, count)
+    else:
+        transaction.set_data(parent, count)
+    for topic in topics:
+        if client.exists(f"{parent}/{topic}") is None:
+            data = json.dumps({"topic": topic, "created": created}).encode()
+            transaction.create(f"{parent}/{topic}", data)
+    results = transaction.commit()
+    failures = [r for r in results if isinstance(r, Exception)]
+    if not failures:
+        return
+    # The transaction is all-or-nothing; a concurrent `streams create` with the same
+    # count explains a NodeExists, anything else is a real failure.
+    raced = recorded_stream_count(client, parent.rsplit("/", 1)[0]) == len(topics)
+    if not (raced and any(isinstance(f, NodeExistsError) for f in failures)):
+        raise ProvisioningError(f"registering streams under {parent} failed: {failures[0]!r}")
