@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from balancer.paths import DEFAULT_NAMESPACE, AppPaths
 from framework.errors import ConfigError
 
-__all__ = ["DEFAULT_APP", "DEFAULT_NAMESPACE", "ConnectionConfig"]
+__all__ = ["DEFAULT_APP", "ConnectionConfig"]
 
 DEFAULT_APP = "sessionizer"
-DEFAULT_NAMESPACE = "sessionizer"
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,8 @@ class ConnectionConfig:
         from router.naming import validate_app
 
         validate_app(self.app)
+
+    @property
+    def paths(self) -> AppPaths:
+        """The app's ZooKeeper layout."""
+        return AppPaths(self.app, self.namespace)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 import structlog
 
 from router.errors import MalformedLine
-from router.formats import Format, parse_line
+from router.formats import DEFAULT_SYSLOG_YEAR, Format, parse_line
 from router.fragment import ParsedFragment
 from router.producer import ProducerStats, StreamProducer
 
@@ -23,11 +23,13 @@ def produce_lines(
     lines: Iterable[str],
     fmt: Format,
     *,
+    year: int = DEFAULT_SYSLOG_YEAR,
     end_of_input: bool = False,
     progress: Progress | None = None,
 ) -> ProducerStats:
     """Parse and send every line; a malformed line is counted with its reason, never raised."""
-    return _send_all(producer, _parse(lines, fmt, producer.stats), end_of_input, progress)
+    parsed = _parse(lines, fmt, year, producer.stats)
+    return _send_all(producer, parsed, end_of_input, progress)
 
 
 def produce_fragments(
@@ -41,11 +43,13 @@ def produce_fragments(
     return _send_all(producer, _count(fragments, producer.stats), end_of_input, progress)
 
 
-def _parse(lines: Iterable[str], fmt: Format, stats: ProducerStats) -> Iterator[ParsedFragment]:
+def _parse(
+    lines: Iterable[str], fmt: Format, year: int, stats: ProducerStats
+) -> Iterator[ParsedFragment]:
     for number, line in enumerate(lines, start=1):
         stats.read += 1
         try:
-            fragment = parse_line(fmt, line)
+            fragment = parse_line(fmt, line, year=year)
         except MalformedLine as exc:
             stats.reject(exc.reason)
             _log.info("line_rejected", line=number, reason=exc.reason, detail=exc.detail[:200])

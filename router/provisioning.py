@@ -73,7 +73,9 @@ def create_stream_topics(bootstrap: str, plan: TopicPlan) -> list[str]:
                 name: {
                     "num_partitions": 1,
                     "replication_factor": plan.replication,
-                    "configs": {"message.timestamp.type": "CreateTime"},
+                    # Records carry event time (old for replayed logs); time-based retention
+                    # would delete what a resuming node still has to re-read.
+                    "configs": {"message.timestamp.type": "CreateTime", "retention.ms": "-1"},
                 }
                 for name in missing
             }

@@ -1,7 +1,9 @@
 """The stream registry in ZooKeeper: `active_streams/<stream>` znodes and the recorded count.
 
-The count lives in the data of `<root>/active_streams` itself, so the list of
-streams and their number change together in one transaction.
+The count lives in the data of the `active_streams` znode itself, so the list
+of streams and their number change together in one transaction.  Callers pass
+that znode's path (`balancer.paths.AppPaths.active_streams`): the layout is
+defined in one place only.
 """
 
 from __future__ import annotations
@@ -15,29 +17,13 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from router.errors import ProvisioningError, StreamCountMismatch
 
-__all__ = [
-    "active_streams_path",
-    "app_root",
-    "check_stream_count",
-    "recorded_stream_count",
-    "register_streams",
-]
+__all__ = ["check_stream_count", "recorded_stream_count", "register_streams"]
 
 
-def app_root(namespace: str, app: str) -> str:
-    """`/<namespace>/<app>`: every znode of one app lives below it."""
-    return f"/{namespace}/{app}"
-
-
-def active_streams_path(root: str) -> str:
-    """The parent of the persistent per-stream znodes."""
-    return f"{root}/active_streams"
-
-
-def recorded_stream_count(client: KazooClient, root: str) -> int | None:
-    """The stream count recorded for the app, or None if streams were never created."""
+def recorded_stream_count(client: KazooClient, parent: str) -> int | None:
+    """The stream count recorded under `parent`, or None if streams were never created."""
     try:
-        data, _stat = client.get(active_streams_path(root))
+        data, _stat = client.get(parent)
     except NoNodeError:
         return None
     if not data:
@@ -45,20 +31,19 @@ def recorded_stream_count(client: KazooClient, root: str) -> int | None:
     return int(json.loads(data)["count"])
 
 
-def check_stream_count(client: KazooClient, root: str, app: str, configured: int) -> int | None:
+def check_stream_count(client: KazooClient, parent: str, app: str, configured: int) -> int | None:
     """Raise `StreamCountMismatch` if a different count is recorded; return the recorded one."""
-    recorded = recorded_stream_count(client, root)
+    recorded = recorded_stream_count(client, parent)
     if recorded is not None and recorded != configured:
         raise StreamCountMismatch(app, expected=recorded, configured=configured)
     return recorded
 
 
-def register_streams(client: KazooClient, root: str, app: str, topics: Sequence[str]) -> None:
-    """Record the count and create `active_streams/<topic>` for each stream (idempotent)."""
-    parent = active_streams_path(root)
-    recorded = check_stream_count(client, root, app, len(topics))
+def register_streams(client: KazooClient, parent: str, app: str, topics: Sequence[str]) -> None:
+    """Record the count and create `<parent>/<topic>` for each stream (idempotent)."""
+    recorded = check_stream_count(client, parent, app, len(topics))
     try:
-        client.ensure_path(root)
+        client.ensure_path(parent.rsplit("/", 1)[0])
         if recorded is None:
             _create_registry(client, parent, topics)
     except KazooException as exc:
@@ -85,6 +70,6 @@ def _create_registry(client: KazooClient, parent: str, topics: Sequence[str]) ->
         return
     # The transaction is all-or-nothing; a concurrent `streams create` with the same
     # count explains a NodeExists, anything else is a real failure.
-    raced = recorded_stream_count(client, parent.rsplit("/", 1)[0]) == len(topics)
+    raced = recorded_stream_count(client, parent) == len(topics)
     if not (raced and any(isinstance(f, NodeExistsError) for f in failures)):
         raise ProvisioningError(f"registering streams under {parent} failed: {failures[0]!r}")

@@ -96,3 +96,9 @@ def _run_maven(pom: Path, profile: str, target: Path, *, quiet: bool) -> None:
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     (target / ".complete").write_text(pom.read_text())
+
+
+if __name__ == "__main__":
+    # `python -m framework.cluster.artifacts`: fetch the jars ahead of the first cluster start.
+    resolved = resolve_artifacts()
+    print(f"kafka jars: {resolved.kafka}\nzookeeper jars: {resolved.zookeeper}", file=sys.stderr)

@@ -15,11 +15,11 @@ from framework.config import ConnectionConfig
 from framework.errors import ConfigError
 from framework.zookeeper import zookeeper_client
 from router.errors import StreamCountMismatch
-from router.formats import FORMATS
+from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
 from router.producer import ProducerConfig, ProducerStats, StreamProducer
-from router.registry import app_root, recorded_stream_count
+from router.registry import recorded_stream_count
 
 __all__ = ["add_parser"]
 
@@ -31,6 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     )
     produce.add_argument("file", help="input file, or - for standard input")
     produce.add_argument("--format", required=True, choices=FORMATS)
+    produce.add_argument(
+        "--year",
+        type=int,
+        default=DEFAULT_SYSLOG_YEAR,
+        help=f"year of syslog (sshd) lines, which carry none (default: {DEFAULT_SYSLOG_YEAR})",
+    )
     _shared_options(produce)
     produce.set_defaults(run=run_produce)
     generate = subparsers.add_parser(
@@ -58,7 +64,7 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
 def _producer(connection: ConnectionConfig, expected: int | None) -> StreamProducer:
     """A producer for the stream count recorded in ZooKeeper (checked against --streams)."""
     with zookeeper_client(connection.zk) as client:
-        recorded = recorded_stream_count(client, app_root(connection.namespace, connection.app))
+        recorded = recorded_stream_count(client, connection.paths.active_streams)
     if recorded is None:
         raise ConfigError(
             f"app {connection.app!r} has no streams; run `sessionizer streams create --count N`"
@@ -100,7 +106,12 @@ def run_produce(args: argparse.Namespace) -> int:
     connection = connection_from_args(args)
     with _open_input(args.file) as lines, _producer(connection, args.streams) as producer:
         stats = produce_lines(
-            producer, lines, args.format, end_of_input=args.end_of_input, progress=_progress
+            producer,
+            lines,
+            args.format,
+            year=args.year,
+            end_of_input=args.end_of_input,
+            progress=_progress,
         )
     _report(stats, args.json)
     return 0

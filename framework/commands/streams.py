@@ -6,9 +6,8 @@ import argparse
 import json
 
 from framework.commands.options import connection_from_args
-from framework.zookeeper import zookeeper_client
-from router.provisioning import TopicPlan, create_stream_topics
-from router.registry import app_root, check_stream_count, register_streams
+from framework.errors import ConfigError
+from framework.provision import provision_streams
 
 __all__ = ["add_parser"]
 
@@ -28,16 +27,10 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 
 
 def run_create(args: argparse.Namespace) -> int:
-    """Create the topics, then the registry (so a node never sees streams without topics)."""
+    """Create the streams, or check that the existing ones match --count."""
     if args.count < 1 or args.replication < 1:
-        raise SystemExit("streams create: --count and --replication must be >= 1")
+        raise ConfigError("--count and --replication must be >= 1")
     connection = connection_from_args(args)
-    plan = TopicPlan(connection.app, args.count, args.replication)
-    with zookeeper_client(connection.zk) as client:
-        root = app_root(connection.namespace, connection.app)
-        # Check the recorded count before touching Kafka, so a mismatch changes nothing.
-        check_stream_count(client, root, connection.app, args.count)
-        created = create_stream_topics(connection.bootstrap, plan)
-        register_streams(client, root, connection.app, plan.stream_topics())
-    print(json.dumps({"app": connection.app, "streams": args.count, "created": len(created)}))
+    created = provision_streams(connection, args.count, args.replication)
+    print(json.dumps({"app": connection.app, "streams": args.count, "created": created}))
     return 0

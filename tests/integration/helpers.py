@@ -1,0 +1,29 @@
+"""Helpers shared by the integration tests: run the CLI in-process, read streams back."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from framework.cli import main
+
+__all__ = ["DATA", "cli", "cli_json"]
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def cli(*argv: str, zk: str, bootstrap: str, app: str) -> tuple[int, str, str]:
+    """Run `sessionizer ARGV` in-process; return (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*argv, "--zk", zk, "--bootstrap", bootstrap, "--app", app])
+    return code, out.getvalue(), err.getvalue()
+
+
+def cli_json(*argv: str, zk: str, bootstrap: str, app: str) -> dict:
+    """Run a command that ends with a JSON line; assert success and return it parsed."""
+    code, out, err = cli(*argv, zk=zk, bootstrap=bootstrap, app=app)
+    assert code == 0, f"sessionizer {' '.join(argv)} exited {code}: {err[-2000:]}"
+    return json.loads(out.strip().splitlines()[-1])

@@ -1,0 +1,95 @@
+"""The thesis's routing verification (3.5.1) on real Kafka with the real logs."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from router.errors import MalformedLine
+from router.formats import parse_line
+from router.hashing import stream_for_key
+from router.naming import stream_index, stream_name
+from router.readback import read_topics
+from router.wire import Watermark, decode_record, encode_fragment
+from tests.integration.helpers import DATA, cli, cli_json
+
+pytestmark = pytest.mark.integration
+STREAMS = 16
+
+
+def _expected(fmt: str, path) -> Counter:
+    """Each fragment the file holds, parsed independently of the producer, as wire bytes."""
+    fragments: Counter = Counter()
+    with path.open(encoding="utf-8", errors="replace", newline="") as lines:
+        for line in lines:
+            try:
+                fragment = parse_line(fmt, line)
+            except MalformedLine:
+                continue
+            fragments[(*encode_fragment(fragment), fragment.timestamp_ms)] += 1
+    return fragments
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name", "counts"),
+    [
+        ("apache", "apache_logs", {"read": 10000, "parsed": 9999, "rejected": 1, "sent": 9999}),
+        ("sshd", "auth.log", {"read": 7121, "parsed": 4095, "rejected": 3026, "sent": 4095}),
+    ],
+)
+def test_every_fragment_lands_once_in_the_stream_the_contract_names(
+    zk_hosts: str, kafka_bootstrap: str, app: str, fmt: str, name: str, counts: dict
+) -> None:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"the real log {path} is not present (it ships in ../shared/data)")
+    conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", str(STREAMS), **conn)
+    stats = cli_json("produce", str(path), "--format", fmt, "--end-of-input", "--json", **conn)
+    assert {k: stats[k] for k in counts} == counts
+    assert sum(stats["reasons"].values()) == counts["rejected"]
+
+    topics = [stream_name(app, i) for i in range(STREAMS)]
+    read: Counter = Counter()
+    streams_of_key: dict[str, set[int]] = {}
+    for topic, records in read_topics(kafka_bootstrap, topics).items():
+        decoded = [
+            decode_record(r.key, r.value, r.headers, r.timestamp, offset=r.offset) for r in records
+        ]
+        assert decoded[-1] == Watermark(decoded[-1].timestamp_ms, end=True), topic
+        for record, item in zip(records, decoded, strict=True):
+            if isinstance(item, Watermark):
+                continue
+            index = stream_index(topic)
+            assert stream_for_key(item.key, STREAMS) == index
+            streams_of_key.setdefault(item.key, set()).add(index)
+            read[(record.key, record.value, record.timestamp)] += 1
+
+    expected = _expected(fmt, path)
+    assert read == expected  # every fragment exactly once, nothing extra
+    assert all(len(s) == 1 for s in streams_of_key.values())
+    bytes_in = sum((len(k) + len(v)) * n for (k, v, _), n in expected.items())
+    assert sum((len(k) + len(v)) * n for (k, v, _), n in read.items()) == bytes_in
+
+
+def test_stream_count_is_a_contract(zk_hosts: str, kafka_bootstrap: str, app: str) -> None:
+    conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "4", **conn)
+    again = cli_json("streams", "create", "--count", "4", **conn)
+    assert again["created"] == 0
+
+    code, _, err = cli("streams", "create", "--count", "5", **conn)
+    assert code == 2 and "4 streams recorded" in err and "configured for 5" in err
+
+    code, _, err = cli("generate", "--sessions", "3", "--streams", "8", **conn)
+    assert code == 2 and "configured for 8" in err
+
+
+def test_produce_without_streams_says_what_to_do(
+    zk_hosts: str, kafka_bootstrap: str, app: str
+) -> None:
+    code, _, err = cli(
+        "generate", "--sessions", "1", zk=zk_hosts, bootstrap=kafka_bootstrap, app=app
+    )
+    assert code == 2 and "streams create" in err
