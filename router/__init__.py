@@ -1,0 +1,47 @@
+"""Routing: the key -> stream hash, stream naming, input formats and synthetic traffic.
+
+The hash and naming rules are a cross-language contract, documented in docs/routing.md.
+"""
+
+from router.errors import (
+    InvalidAppName,
+    MalformedLine,
+    MalformedReason,
+    RouterError,
+    StreamCountMismatch,
+    UndecodableRecord,
+)
+from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, Format, ParsedFragment, parse_line
+from router.generator import generate_fragments
+from router.hashing import hash64, jump_consistent_hash, stream_for_key
+from router.naming import (
+    deadletter_topic,
+    sessions_topic,
+    stream_index,
+    stream_name,
+    validate_app,
+)
+
+# One name per line, sorted (ruff RUF022), so adding the producer's names is a local edit.
+__all__ = [
+    "DEFAULT_SYSLOG_YEAR",
+    "FORMATS",
+    "Format",
+    "InvalidAppName",
+    "MalformedLine",
+    "MalformedReason",
+    "ParsedFragment",
+    "RouterError",
+    "StreamCountMismatch",
+    "UndecodableRecord",
+    "deadletter_topic",
+    "generate_fragments",
+    "hash64",
+    "jump_consistent_hash",
+    "parse_line",
+    "sessions_topic",
+    "stream_for_key",
+    "stream_index",
+    "stream_name",
+    "validate_app",
+]

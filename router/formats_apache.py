@@ -1,0 +1,83 @@
+"""Parser for Apache "combined" access-log lines; key = "<client ip>|<user agent>"."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit
+
+from router.errors import MalformedLine
+from router.fragment import MONTHS, ParsedFragment, epoch_ms
+
+__all__ = ["parse_apache", "referrer_site"]
+
+# A quoted field may contain backslash escapes (Apache writes `\"` inside the agent).
+_QUOTED = r'"((?:[^"\\]|\\.)*)"'
+_LINE_RE = re.compile(
+    r"(?P<ip>\S+) \S+ \S+ \[(?P<time>[^\]]*)\] "
+    rf"{_QUOTED} (?P<status>[0-9]{{3}}) (?P<bytes>[0-9]+|-) {_QUOTED} {_QUOTED}"
+)
+_REQUEST_RE = re.compile(r"(?P<method>[A-Za-z]+) (?P<path>\S(?:.*\S)?) (?P<protocol>HTTP/\S+)")
+_TIME_RE = re.compile(
+    r"(?P<day>[0-9]{2})/(?P<month>[A-Za-z]{3})/(?P<year>[0-9]{4})"
+    r":(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})"
+    r" (?P<sign>[+-])(?P<off_h>[0-9]{2})(?P<off_m>[0-9]{2})"
+)
+
+
+def referrer_site(referrer: str) -> str:
+    """Return the lower-cased host of an absolute referrer URL, else "-"."""
+    # "-" (no referrer) and relative referrers have no host; a malformed URL counts as none.
+    try:
+        host = urlsplit(referrer).hostname
+    except ValueError:
+        return "-"
+    return host or "-"
+
+
+def _parse_time(text: str) -> int:
+    match = _TIME_RE.fullmatch(text)
+    month = MONTHS.get(match["month"]) if match else None
+    if match is None or month is None:
+        raise MalformedLine("bad-timestamp", f"[{text}] is not dd/Mon/yyyy:HH:MM:SS +zzzz")
+    try:
+        offset = timedelta(hours=int(match["off_h"]), minutes=int(match["off_m"]))
+        zone = timezone(-offset if match["sign"] == "-" else offset)
+        moment = datetime(
+            int(match["year"]),
+            month,
+            int(match["day"]),
+            int(match["hour"]),
+            int(match["minute"]),
+            int(match["second"]),
+            tzinfo=zone,
+        )
+    except ValueError as exc:  # day 31 of a 30-day month, offset >= 24h, ...
+        raise MalformedLine("bad-timestamp", f"[{text}]: {exc}") from exc
+    return epoch_ms(moment)
+
+
+def parse_apache(line: str) -> ParsedFragment:
+    """Parse one combined-log-format line (trailing newline already removed)."""
+    match = _LINE_RE.fullmatch(line)
+    if match is None:
+        raise MalformedLine("unparseable", "not in Apache combined log format")
+    request, referrer, agent = match.group(3, 6, 7)
+    parts = _REQUEST_RE.fullmatch(request)
+    if parts is None:
+        raise MalformedLine("bad-request", f"request {request[:80]!r} is not 'METHOD PATH HTTP/x'")
+    timestamp_ms = _parse_time(match["time"])
+    # Quoted fields are kept exactly as logged (escapes included), so the key is stable
+    # whichever language a producer is written in.
+    fields = {
+        "ip": match["ip"],
+        "method": parts["method"],
+        "path": parts["path"],
+        "protocol": parts["protocol"],
+        "status": int(match["status"]),
+        "bytes": 0 if match["bytes"] == "-" else int(match["bytes"]),
+        "referrer": referrer,
+        "agent": agent,
+        "site": referrer_site(referrer),
+    }
+    return ParsedFragment(f"{match['ip']}|{agent}", timestamp_ms, fields)

@@ -1,0 +1,57 @@
+"""`ParsedFragment`, the format-independent result of parsing a line, and shared time helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from router.errors import MalformedLine
+
+__all__ = ["MONTHS", "ParsedFragment", "epoch_ms"]
+
+# English month abbreviations, as Apache and syslog write them.  A table rather than
+# strptime("%b"), which follows the process locale.
+MONTHS: Mapping[str, int] = MappingProxyType(
+    {
+        name: number
+        for number, name in enumerate(
+            ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+            start=1,
+        )
+    }
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+# Kafka record timestamps are non-negative int64 milliseconds (-1 means "none").
+_MAX_TIMESTAMP_MS = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFragment:
+    """One fragment: session key, event time (UTC epoch ms) and the format's fields."""
+
+    key: str
+    timestamp_ms: int
+    fields: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"a fragment key must be a non-empty string, got {self.key!r}")
+        if not isinstance(self.timestamp_ms, int) or isinstance(self.timestamp_ms, bool):
+            raise ValueError(f"timestamp_ms must be an int, got {self.timestamp_ms!r}")
+        if not 0 <= self.timestamp_ms <= _MAX_TIMESTAMP_MS:
+            raise ValueError(f"timestamp_ms must be in [0, 2**63), got {self.timestamp_ms}")
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Return an aware datetime as UTC epoch ms; MalformedLine("bad-timestamp") before 1970."""
+    if moment.tzinfo is None:
+        raise ValueError("epoch_ms() needs an aware datetime")
+    # Integer arithmetic on timedeltas: no float rounding, sub-millisecond parts are floored.
+    millis = (moment - _EPOCH) // _ONE_MS
+    if millis < 0:  # datetime stops at year 9999, far below 2**63 ms
+        raise MalformedLine("bad-timestamp", f"{moment.isoformat()} is before 1970")
+    return millis
