@@ -14,9 +14,11 @@ __all__ = ["zookeeper_client"]
 
 
 @contextmanager
-def zookeeper_client(hosts: str, *, timeout: float = 15.0) -> Iterator[KazooClient]:
+def zookeeper_client(
+    hosts: str, *, timeout: float = 15.0, session_timeout: float = 10.0
+) -> Iterator[KazooClient]:
     """Yield a started client; always stopped and closed on exit."""
-    client = KazooClient(hosts=hosts, timeout=10.0)
+    client = KazooClient(hosts=hosts, timeout=session_timeout)
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:

@@ -1,0 +1,39 @@
+"""`sessionizer sessions [--json]`: the finished sessions so far, de-duplicated, then exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from framework.commands.options import connection_from_args
+from framework.sessions import read_sessions
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Register `sessions`."""
+    parser = subparsers.add_parser(
+        "sessions", parents=[common], help="print the finished sessions so far and exit"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON session per line")
+    parser.add_argument(
+        "--all", action="store_true", help="keep replayed duplicates (default: one per id)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read `<app>.sessions` up to its current end."""
+    connection = connection_from_args(args)
+    sessions = read_sessions(connection.bootstrap, connection.app, deduplicate=not args.all)
+    for session in sessions:
+        if args.json:
+            print(json.dumps(session, sort_keys=True))
+        else:
+            print(
+                f"{session['session_id']:<40} {session['key'][:40]:<40} "
+                f"fragments={session['fragments']:<4} "
+                f"duration_s={(session['last_ts'] - session['first_ts']) / 1000:.0f}"
+            )
+    return 0

@@ -1,0 +1,53 @@
+"""`NodeConfig`: everything one consumer node needs, frozen and validated."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Literal
+
+from framework.config import ConnectionConfig
+from framework.errors import ConfigError
+
+__all__ = ["Delivery", "NodeConfig", "default_node_id"]
+
+Delivery = Literal["at-least-once", "at-most-once"]
+
+
+def default_node_id() -> str:
+    """`<host>-<pid>`: unique per process on a machine, readable in `status`."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """One node's settings; times in seconds."""
+
+    connection: ConnectionConfig
+    processor: str
+    """The user's processor as `module:Class`."""
+    node_id: str = field(default_factory=default_node_id)
+    commit_interval: float = 1.0
+    session_timeout: float = 10.0
+    delivery: Delivery = "at-least-once"
+    drain_seconds: float | None = None
+    poll_timeout: float = 0.2
+    max_poll_records: int = 2000
+    stats_interval: float = 10.0
+
+    def __post_init__(self) -> None:
+        if ":" not in self.processor:
+            raise ConfigError(
+                f"--processor {self.processor!r} must be MODULE:CLASS, "
+                "e.g. sessionizer.examples.weblog:WebSessions"
+            )
+        for name in ("commit_interval", "session_timeout", "poll_timeout", "stats_interval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.drain_seconds is not None and self.drain_seconds < 0:
+            raise ConfigError(f"--drain must be >= 0 seconds, got {self.drain_seconds}")
+        if self.delivery not in ("at-least-once", "at-most-once"):
+            raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
+        if self.max_poll_records < 1:
+            raise ConfigError("max_poll_records must be >= 1")

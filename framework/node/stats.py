@@ -1,0 +1,87 @@
+"""`NodeStats`: a node's counters, summed over its engines, logged periodically."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.errors import KafkaError
+
+from framework.node.task import StreamTask
+from sessionizer.engine import EngineCounters
+
+__all__ = ["NodeStats"]
+
+_SUMMED = ("fragments", "sessions", "skipped_by_ignore_list", "late", "hook_failures")
+
+
+@dataclass
+class NodeStats:
+    """Counters of one node; engine counters of released streams are kept in `retired`."""
+
+    commits: int = 0
+    rebalances: int = 0
+    commit_seconds_total: float = 0.0
+    commit_seconds_max: float = 0.0
+    retired: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SUMMED, 0))
+    retired_dead_letters: int = 0
+    _last_report: float = field(default_factory=time.monotonic)
+
+    def commit_latency(self, seconds: float, streams: int) -> None:
+        """Record one commit round."""
+        if streams:
+            self.commit_seconds_total += seconds
+            self.commit_seconds_max = max(self.commit_seconds_max, seconds)
+
+    def retire(self, task: StreamTask) -> None:
+        """Keep the counts of a stream this node no longer owns."""
+        counters = task.engine.counters
+        for name in _SUMMED:
+            self.retired[name] += getattr(counters, name)
+        self.retired_dead_letters += task.dead_letters
+
+    def totals(self, tasks: Iterable[StreamTask]) -> dict[str, Any]:
+        """All counters, summed over live and retired streams."""
+        totals = dict(self.retired)
+        dead_letters = self.retired_dead_letters
+        open_sessions = 0
+        for task in tasks:
+            counters: EngineCounters = task.engine.counters
+            for name in _SUMMED:
+                totals[name] += getattr(counters, name)
+            dead_letters += task.dead_letters
+            open_sessions += counters.open_sessions
+        return {
+            **totals,
+            "dead_letters": dead_letters,
+            "open_sessions": open_sessions,
+            "commits": self.commits,
+            "rebalances": self.rebalances,
+            "commit_ms_mean": round(1000 * self.commit_seconds_total / max(1, self.commits), 2),
+            "commit_ms_max": round(1000 * self.commit_seconds_max, 2),
+        }
+
+    def maybe_report(
+        self, log: Any, tasks: Mapping[str, StreamTask], consumer: Any, interval: float
+    ) -> None:
+        """Log `node_stats` (with lag per stream) once every `interval` seconds."""
+        now = time.monotonic()
+        if now - self._last_report < interval:
+            return
+        self._last_report = now
+        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, consumer),
+                 **self.totals(tasks.values()))  # fmt: skip
+
+
+def _lag(tasks: Mapping[str, StreamTask], consumer: Any) -> dict[str, int]:
+    if not tasks or consumer is None:
+        return {}
+    partitions = [TopicPartition(stream, 0) for stream in tasks]
+    try:
+        ends = consumer.end_offsets(partitions)
+    except KafkaError:
+        return {}  # a broker is away; the next report tries again
+    return {tp.topic: max(0, ends[tp] - tasks[tp.topic].position) for tp in partitions}

@@ -1,0 +1,83 @@
+"""`StreamTask`: one owned stream on a node: its engine, read position and unsent output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from router.errors import UndecodableRecord
+from router.fragment import ParsedFragment
+from router.wire import Watermark as WireWatermark
+from router.wire import decode_record, encode_fragment
+from sessionizer.engine import SessionEngine
+from sessionizer.processor import StreamProcessor
+from sessionizer.records import FinishedSession, Fragment, HookFailure, LateFragment, Watermark
+from sessionizer.sinks import DeadLetter
+from state.record import StreamState
+
+__all__ = ["Output", "StreamTask"]
+
+Output: TypeAlias = FinishedSession | DeadLetter
+
+
+@dataclass
+class StreamTask:
+    """The engine of one stream plus the offset of the next record to read."""
+
+    stream: str
+    engine: SessionEngine
+    position: int
+    dead_letters: int = 0
+    unsent: list[Output] = field(default_factory=list)
+    """Output held back until the next state commit (at-most-once delivery only)."""
+
+    @classmethod
+    def resume(cls, processor: StreamProcessor, state: StreamState) -> StreamTask:
+        """A task that continues from a stored state, reading from its safe offset."""
+        engine = SessionEngine(state.stream, processor, resume=state)
+        return cls(state.stream, engine, position=state.safe_offset)
+
+    def handle(self, record: Any) -> list[Output]:
+        """Process one Kafka `ConsumerRecord` of this stream; return what it produced."""
+        try:
+            item = decode_record(
+                record.key, record.value, record.headers, record.timestamp, offset=record.offset
+            )
+        except UndecodableRecord as exc:
+            self.position = record.offset + 1
+            self.dead_letters += 1
+            return [
+                DeadLetter(
+                    self.stream, record.offset, exc.reason, str(exc), record.key, record.value
+                )
+            ]
+        if isinstance(item, WireWatermark):
+            engine_record: Fragment | Watermark = Watermark(
+                record.offset, item.timestamp_ms, item.end
+            )
+        else:
+            engine_record = Fragment(record.offset, item.key, item.timestamp_ms, item.fields)
+        outputs = [self._output(out) for out in self.engine.process(engine_record)]
+        self.position = record.offset + 1
+        return outputs
+
+    def snapshot(self) -> StreamState:
+        """The state to commit now: everything before `position` is processed."""
+        return self.engine.snapshot(self.position)
+
+    def _output(self, out: FinishedSession | LateFragment | HookFailure) -> Output:
+        if isinstance(out, FinishedSession):
+            return out
+        self.dead_letters += 1
+        fragment = out.fragment
+        # The fragment's original bytes, re-encoded: the wire format is deterministic.
+        key, value = encode_fragment(
+            ParsedFragment(fragment.key, fragment.timestamp_ms, fragment.value)
+        )
+        if isinstance(out, LateFragment):
+            error = (
+                f"late by {out.stream_time_ms - out.event_time_ms} ms behind stream time "
+                f"({out.reason})"
+            )
+            return DeadLetter(self.stream, fragment.offset, "late", error, key, value)
+        return DeadLetter(self.stream, fragment.offset, f"hook:{out.hook}", out.error, key, value)

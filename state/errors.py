@@ -1,0 +1,71 @@
+"""Errors raised while loading, encoding and committing a stream's state."""
+
+from __future__ import annotations
+
+from framework.errors import SessionizerError
+
+__all__ = [
+    "CommitUncertainError",
+    "CorruptStateError",
+    "FencedError",
+    "StateError",
+    "StateTooLargeError",
+]
+
+
+class StateError(SessionizerError):
+    """Base class of the errors raised by `state`."""
+
+
+class FencedError(StateError):
+    """Another owner wrote the stream's state since we took it: we no longer own the stream."""
+
+    def __init__(self, stream: str, *, expected: int, found: int | None) -> None:
+        self.stream = stream
+        self.expected = expected
+        self.found = found
+        now = "the record is gone" if found is None else f"it is now at version {found}"
+        super().__init__(
+            f"stream {stream}: state commit fenced (expected version {expected}, {now}); "
+            "another node has taken the stream, so drop it without committing and rebalance"
+        )
+
+
+class StateTooLargeError(StateError):
+    """The encoded state does not fit the store's size limit; nothing was written."""
+
+    def __init__(self, stream: str, *, size: int, limit: int, entries: int) -> None:
+        self.stream = stream
+        self.size = size
+        self.limit = limit
+        self.entries = entries
+        super().__init__(
+            f"stream {stream}: encoded state is {size} bytes, over the limit of {limit} bytes "
+            f"({entries} ignore-list entries); nothing was written. Lower the processor's "
+            "max_session_duration so fewer sessions finish while the oldest one is open, "
+            "or use a state store made for large state"
+        )
+
+
+class CorruptStateError(StateError):
+    """A stored state record cannot be decoded."""
+
+    def __init__(self, stream: str, problem: str) -> None:
+        self.stream = stream
+        self.problem = problem
+        super().__init__(
+            f"stream {stream}: stored state cannot be decoded ({problem}); repair the record or "
+            "upgrade this node (deleting the record restarts the stream from offset 0)"
+        )
+
+
+class CommitUncertainError(StateError):
+    """The connection dropped during a commit: it may or may not have been written."""
+
+    def __init__(self, stream: str, detail: str) -> None:
+        self.stream = stream
+        super().__init__(
+            f"stream {stream}: the state commit's outcome is unknown ({detail}); the node drops "
+            "the stream without committing again, and whoever takes it next resumes from the "
+            "last certain commit"
+        )

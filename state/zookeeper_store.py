@@ -1,0 +1,63 @@
+"""`ZooKeeperRecords`: versioned state records as znodes `stream_state/<stream>`.
+
+Plugged into `FencedStateStore`, every commit is a `set` with the version the
+owner last wrote, so a stale owner's write fails (BadVersion) instead of moving
+the safe offset under the new owner.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+
+from state.errors import CommitUncertainError, FencedError, StateError
+
+__all__ = ["ZooKeeperRecords"]
+
+
+class ZooKeeperRecords:
+    """Reads and version-checked writes of `<parent>/<stream>` znodes."""
+
+    def __init__(self, client: KazooClient, parent: str) -> None:
+        self.client = client
+        self.parent = parent
+
+    def path(self, stream: str) -> str:
+        """The znode of one stream's record."""
+        return f"{self.parent}/{stream}"
+
+    def read(self, stream: str) -> tuple[bytes, int]:
+        """Return the record's bytes and version."""
+        try:
+            data, stat = self.client.get(self.path(stream))
+        except NoNodeError as exc:
+            raise FencedError(stream, expected=0, found=None) from exc
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
+            raise StateError(
+                f"stream {stream}: cannot read its state from ZooKeeper ({exc!r}); "
+                "the node retries when the connection is back"
+            ) from exc
+        return data, int(stat.version)
+
+    def write(self, stream: str, data: bytes, expected: int) -> int:
+        """Replace the record if its version is `expected`; return the new version."""
+        path = self.path(stream)
+        try:
+            return int(self.client.set(path, data, version=expected).version)
+        except BadVersionError as exc:
+            found = self.client.exists(path)
+            raise FencedError(
+                stream, expected=expected, found=None if found is None else found.version
+            ) from exc
+        except NoNodeError as exc:
+            raise FencedError(stream, expected=expected, found=None) from exc
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
+            # Whether the write landed is unknowable here; guessing could let two owners
+            # share an expected version, so the caller gives the stream up instead.
+            raise CommitUncertainError(stream, repr(exc)) from exc
