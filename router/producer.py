@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
@@ -35,8 +36,9 @@ class ProducerConfig:
     linger_ms: int = 20
     batch_size: int = 256 * 1024
     compression: Compression = "gzip"
-    # A watermark goes to every stream each time event time has advanced this much
-    # since the last one; event time (not the wall clock) keeps replays identical.
+    # No stream's time may lag the producer's by more than this: a stream whose own
+    # latest event time is further behind gets a watermark.  Event time (not the
+    # wall clock) keeps replays identical.
     watermark_interval_ms: int = 60_000
 
     def __post_init__(self) -> None:
@@ -87,9 +89,9 @@ class ProducerStats:
 class StreamProducer:
     """Sends fragments to `<app>.stream.NNNN` by the hash contract, plus watermarks.
 
-    `sent` counts fragments the brokers acknowledged (acks=all); `flush()`
-    raises `ProduceFailed` if any send failed, so a caller never reports a
-    fragment as delivered that was not.
+    `sent` counts fragments the brokers acknowledged (acks=all), settled at each
+    `flush()`; `flush()` raises `ProduceFailed` if any send failed, so a caller
+    never reports a fragment as delivered that was not.
     """
 
     def __init__(self, config: ProducerConfig, *, verify: bool = True) -> None:
@@ -100,8 +102,11 @@ class StreamProducer:
         self._topics = [stream_name(config.app, i) for i in range(config.num_streams)]
         self._lock = threading.Lock()  # the delivery callbacks run on kafka-python's thread
         self._failures: list[str] = []
+        self._fragment_failures = 0
+        self._unsettled = 0  # fragments sent since the last flush
         self._stream_time_ms = -1
-        self._last_watermark_ms: int | None = None
+        self._checked_ms: int | None = None  # producer time at the last lag check
+        self._stream_max_ms = [-1] * config.num_streams  # latest event time sent per stream
         self._producer = KafkaProducer(**config.kafka_settings())
 
     def send(self, fragment: ParsedFragment) -> None:
@@ -115,19 +120,26 @@ class StreamProducer:
             partition=0,
             timestamp_ms=fragment.timestamp_ms,
         )
-        future.add_callback(self._delivered)
+        # No success callback: flush() settles every record, so `sent` is counted there;
+        # a per-record callback would contend with kafka-python's I/O thread.
         future.add_errback(self._failed, self._topics[stream])
+        self._unsettled += 1
+        if fragment.timestamp_ms > self._stream_max_ms[stream]:
+            self._stream_max_ms[stream] = fragment.timestamp_ms
         self._advance(fragment.timestamp_ms)
 
-    def send_watermark(self, timestamp_ms: int, *, end: bool = False) -> None:
-        """Write a watermark record to every stream."""
+    def send_watermark(
+        self, timestamp_ms: int, *, end: bool = False, streams: Iterable[int] | None = None
+    ) -> None:
+        """Write a watermark record to the given streams (default: every stream)."""
         value, headers = encode_watermark(Watermark(timestamp_ms, end))
-        for topic in self._topics:
+        for stream in range(self.config.num_streams) if streams is None else streams:
+            topic = self._topics[stream]
             future = self._producer.send(
                 topic, value=value, headers=headers, partition=0, timestamp_ms=timestamp_ms
             )
-            future.add_errback(self._failed, topic)
-        self._last_watermark_ms = timestamp_ms
+            future.add_errback(self._failed, topic, fragment=False)
+            self._stream_max_ms[stream] = max(self._stream_max_ms[stream], timestamp_ms)
 
     def end_of_input(self) -> None:
         """Mark the end of bounded input on every stream and wait for delivery."""
@@ -142,6 +154,9 @@ class StreamProducer:
             raise ProduceFailed(self.config.app, f"flush did not complete: {exc}") from exc
         with self._lock:
             failures, self._failures = self._failures, []
+            fragment_failures, self._fragment_failures = self._fragment_failures, 0
+        self.stats.sent += self._unsettled - fragment_failures
+        self._unsettled = 0
         if failures:
             raise ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
 
@@ -170,16 +185,17 @@ class StreamProducer:
         if timestamp_ms <= self._stream_time_ms:
             return
         self._stream_time_ms = timestamp_ms
-        if self._last_watermark_ms is None:
-            self._last_watermark_ms = timestamp_ms
-        elif timestamp_ms - self._last_watermark_ms >= self.config.watermark_interval_ms:
-            self.send_watermark(timestamp_ms)
+        interval = self.config.watermark_interval_ms
+        if self._checked_ms is None:
+            self._checked_ms = timestamp_ms
+        elif timestamp_ms - self._checked_ms >= interval:
+            self._checked_ms = timestamp_ms
+            behind = [s for s, t in enumerate(self._stream_max_ms) if timestamp_ms - t > interval]
+            if behind:
+                self.send_watermark(timestamp_ms, streams=behind)
 
-    def _delivered(self, _metadata: object) -> None:
-        with self._lock:
-            self.stats.sent += 1
-
-    def _failed(self, topic: str, exc: BaseException) -> None:
+    def _failed(self, topic: str, exc: BaseException, *, fragment: bool = True) -> None:
         _log.warning("send_failed", topic=topic, error=str(exc))
         with self._lock:
             self._failures.append(f"{topic}: {exc}")
+            self._fragment_failures += fragment

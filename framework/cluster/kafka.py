@@ -108,8 +108,8 @@ class KafkaNode:
             *self._jvm(java, classpath, 256),
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            cluster_id,
+            # `=` form: a base64 id may start with '-', which would read as a flag.
+            f"--cluster-id={cluster_id}",
             "-c",
             str(self.directory / "server.properties"),
         ]

@@ -208,6 +208,8 @@ class Node:
 
     def _commit_one(self, task: StreamTask) -> bool:
         assert self._store is not None and self._balancer is not None
+        if task.replaying:
+            return False  # the stored state is still the better one
         state = task.snapshot()
         try:
             self._store.commit(task.stream, state)

@@ -27,6 +27,8 @@ class StreamTask:
     stream: str
     engine: SessionEngine
     position: int
+    resumed_from: int = 0
+    """The committed read position of the state this task resumed from."""
     dead_letters: int = 0
     unsent: list[Output] = field(default_factory=list)
     """Output held back until the next state commit (at-most-once delivery only)."""
@@ -35,7 +37,18 @@ class StreamTask:
     def resume(cls, processor: StreamProcessor, state: StreamState) -> StreamTask:
         """A task that continues from a stored state, reading from its safe offset."""
         engine = SessionEngine(state.stream, processor, resume=state)
-        return cls(state.stream, engine, position=state.safe_offset)
+        return cls(
+            state.stream, engine, position=state.safe_offset, resumed_from=state.committed_offset
+        )
+
+    @property
+    def replaying(self) -> bool:
+        """Still re-reading records the previous owner had read: nothing new to commit.
+
+        Committing then would move the stored read position backwards (status would
+        show a stream going back) without recording anything the store lacks.
+        """
+        return self.position < self.resumed_from
 
     def handle(self, record: Any) -> list[Output]:
         """Process one Kafka `ConsumerRecord` of this stream; return what it produced."""

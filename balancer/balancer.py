@@ -1,0 +1,376 @@
+"""`Balancer`: one member of an app's group, driven by its owner's single loop.
+
+kazoo's threads only put events on a queue (`_on_connection`, `_on_members`,
+`_on_claims`); `poll()` applies them on the owner's thread, runs whatever the
+current state has due (join, balance pass, drain step, verification), and the
+owner's `BalancerListener` is called there too.  What we hold and the
+ZooKeeper operations on it live in `Holdings`; this class decides when.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import time
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
+
+import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch
+
+from balancer import plan
+from balancer.config import BalancerConfig, BalancerListener
+from balancer.errors import BalancerError, DuplicateConsumer
+from balancer.fencing import StreamLease
+from balancer.holdings import Holdings
+from balancer.machine import (
+    BalancerState,
+    ClaimsChanged,
+    ConnectionChanged,
+    Event,
+    MembersChanged,
+    StateMachine,
+)
+
+__all__ = ["Balancer"]
+
+S = BalancerState
+# Thesis 4.2.1: re-run a pass while the member count changes under it, up to this often.
+_MAX_PASSES = 5
+# Failures worth retrying later rather than raising to the owner.
+_TRANSIENT = (KazooException, KazooTimeoutError)
+
+
+class Balancer:
+    """Claims this member's share of an app's streams and keeps it balanced.
+
+    Use as a context manager (or `start()` / `close()`), and call `poll()`
+    from the owner's loop.  Not thread-safe: one owner thread drives it.
+    """
+
+    def __init__(
+        self,
+        config: BalancerConfig,
+        listener: BalancerListener,
+        *,
+        client: KazooClient | None = None,
+        cost: plan.CostFunction = plan.default_cost,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.paths = config.paths
+        self.client = client or KazooClient(hosts=config.zk_hosts, timeout=config.session_timeout)
+        self._own_client = client is None
+        self._listener = listener
+        self._held = Holdings(self.client, config, listener, cost=cost, rng=rng or random.Random())
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._machine = StateMachine(config.consumer_id)
+        self._paused = False
+        self._resume_to = S.BALANCING
+        self._due: float | None = None  # when the current state's work runs next
+        self._again = False  # a pass was asked for while one was running
+        self._draining = False
+        self._drain_interval = 0.0
+        self._joining_since: float | None = None
+        self._watching = False
+        self._log = structlog.get_logger(__name__).bind(node=config.consumer_id)
+
+    # -- what the owner reads ------------------------------------------------------
+
+    @property
+    def state(self) -> BalancerState:
+        """The current state."""
+        return self._machine.state
+
+    @property
+    def state_id(self) -> int:
+        """Bumped on every state change."""
+        return self._machine.state_id
+
+    @property
+    def leases(self) -> Mapping[str, StreamLease]:
+        """The streams we hold, with the epoch each was taken at (read-only view)."""
+        return MappingProxyType(self._held.leases)
+
+    @property
+    def paused(self) -> bool:
+        """True while the owner must not hand out records nor commit."""
+        return self._paused
+
+    @property
+    def target(self) -> int:
+        """How many streams the last pass aimed for."""
+        return self._held.target
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect (if we own the client), create the layout, and start joining."""
+        self.client.add_listener(self._on_connection)
+        if self._own_client:
+            try:
+                self.client.start(timeout=self.config.session_timeout)
+            except KazooTimeoutError as exc:
+                raise BalancerError(
+                    f"node {self.config.consumer_id}: cannot reach ZooKeeper at "
+                    f"{self.config.zk_hosts}; check the address (--zk / SESSIONIZER_ZK)"
+                ) from exc
+        for path in self.paths.parents:
+            self.client.ensure_path(path)
+        self._machine.to(S.JOINING)
+        self._due = time.monotonic()
+
+    def __enter__(self) -> Balancer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def drain(self, seconds: float) -> None:
+        """Leave the group now, then release one stream at a time over `seconds`."""
+        if self._draining or self.state in (S.STOPPED, S.DRAINED, S.CLOSED):
+            return
+        self._draining = True
+        self._drain_interval = seconds / max(1, len(self._held.leases))
+        self._log.info("drain_started", seconds=seconds, streams=len(self._held.leases))
+        if self.state is S.PAUSED:
+            self._resume_to = S.DRAINING
+        elif self.state is S.LOST:
+            self._machine.to(S.DRAINED)
+        else:
+            self._machine.to(S.DRAINING)
+            self._due = time.monotonic()
+
+    def close(self) -> None:
+        """Release everything at once (after `on_revoked`), leave, and disconnect."""
+        if self.state is S.CLOSED:
+            return
+        try:
+            if self.state not in (S.STOPPED, S.PAUSED, S.LOST):
+                self._held.leave()
+                self._held.release(sorted(self._held.leases))
+        except _TRANSIENT as exc:
+            self._log.warning("release_failed", error=repr(exc), note="claims end with session")
+        finally:
+            # Whatever could not be released: the owner must not commit it any more.
+            self._held.drop(sorted(self._held.leases), reason="closing")
+            self._machine.to(S.CLOSED)
+            self.client.remove_listener(self._on_connection)
+            if self._own_client:
+                self.client.stop()
+                self.client.close()
+
+    # -- the owner's loop ----------------------------------------------------------
+
+    def poll(self, timeout: float = 0.0) -> BalancerState:
+        """Apply queued events and due work, waiting up to `timeout` for something to do."""
+        if self.state in (S.STOPPED, S.CLOSED):
+            raise BalancerError(
+                f"node {self.config.consumer_id}: poll() on a {self.state} balancer"
+            )
+        deadline = time.monotonic() + timeout
+        wake = deadline if self._due is None else min(deadline, self._due)
+        for event in self._next_events(wake):
+            self._apply(event)
+        if self._due is not None and time.monotonic() >= self._due:
+            try:
+                self._run_due()
+            except _TRANSIENT as exc:
+                self._log.warning("zookeeper_error", state=str(self.state), error=repr(exc))
+                self._due = time.monotonic() + self.config.retry_delay
+        return self.state
+
+    def report_fenced(self, stream: str) -> None:
+        """The owner's commit of `stream` was fenced: forget it and rebalance."""
+        if self._held.forget_fenced(stream):
+            self._log.warning("stream_fenced", stream=stream)
+            self._request_pass()
+
+    def current_version(self, stream: str) -> int:
+        """Re-read the state version of a stream we hold, after `CommitUncertain`.
+
+        Raises `StreamFenced` if the claim is no longer ours, `MembershipLost` if
+        there is no session to check with.
+        """
+        return self._held.current_version(stream)
+
+    # -- kazoo threads: enqueue only, never block, never call ZooKeeper --------------
+
+    def _on_connection(self, state: str) -> None:
+        self._events.put(ConnectionChanged(state))
+
+    def _on_members(self, members: list[str]) -> bool | None:
+        self._events.put(MembersChanged(tuple(members)))
+        return False if self.state is S.CLOSED else None  # False ends the watch
+
+    def _on_claims(self, claimed: list[str]) -> bool | None:
+        self._events.put(ClaimsChanged(tuple(claimed)))
+        return False if self.state is S.CLOSED else None
+
+    # -- applying events -----------------------------------------------------------
+
+    def _next_events(self, until: float) -> list[Event]:
+        events: list[Event] = []
+        try:
+            events.append(self._events.get(timeout=max(0.0, until - time.monotonic())))
+            while True:
+                events.append(self._events.get_nowait())
+        except queue.Empty:
+            return events
+
+    def _apply(self, event: Event) -> None:
+        match event:
+            case ConnectionChanged(state=KazooState.SUSPENDED):
+                self._suspend()
+            case ConnectionChanged(state=KazooState.LOST):
+                self._lose()
+            case ConnectionChanged(state=KazooState.CONNECTED):
+                self._reconnect()
+            case MembersChanged():
+                self._request_pass()
+            case ClaimsChanged(claimed=claimed):
+                # Only worth a pass if one of ours vanished or some stream is free.
+                held = self._held.leases.keys()
+                if not held <= set(claimed) or len(claimed) < self._held.stream_count:
+                    self._request_pass()
+
+    def _request_pass(self) -> None:
+        soon = time.monotonic() + self.config.debounce
+        if self.state is S.BALANCING and self._due is not None:
+            self._due = min(self._due, soon)  # debounce without postponing forever
+            self._again = True  # in case we are inside the pass (an owner's callback)
+        elif self.state is S.STABLE:
+            self._machine.to(S.BALANCING)
+            self._due = soon
+
+    def _suspend(self) -> None:
+        if self.state not in (S.JOINING, S.BALANCING, S.STABLE, S.DRAINING):
+            return
+        self._resume_to = self.state if self.state in (S.JOINING, S.DRAINING) else S.BALANCING
+        self._machine.to(S.PAUSED)
+        self._due = None
+        self._set_paused(True)
+
+    def _lose(self) -> None:
+        if self.state in (S.STOPPED, S.LOST, S.DRAINED, S.CLOSED):
+            return
+        self._log.warning("session_lost", dropped=sorted(self._held.leases))
+        self._set_paused(True)
+        self._held.lose_session()
+        self._machine.to(S.LOST)
+        if self._draining:
+            self._machine.to(S.DRAINED)  # nothing left to release
+        self._due = None
+
+    def _reconnect(self) -> None:
+        if self.state is S.PAUSED:
+            self._due = time.monotonic()  # verify our claims first (`_verify`)
+        elif self.state is S.LOST:
+            self._machine.to(S.JOINING)
+            self._due = time.monotonic()
+
+    # -- due work ------------------------------------------------------------------
+
+    def _run_due(self) -> None:
+        match self.state:
+            case S.JOINING:
+                self._join()
+            case S.BALANCING | S.STABLE:  # STABLE: a periodic resync, a watch may be missed
+                self._balance()
+            case S.DRAINING:
+                self._drain_step()
+            case S.PAUSED:
+                self._verify()
+
+    def _current_session(self) -> int:
+        client_id = self.client.client_id
+        if client_id is None:
+            raise ConnectionLoss("not connected")
+        return int(client_id[0])
+
+    def _join(self) -> None:
+        session = self._current_session()
+        now = time.monotonic()
+        self._joining_since = self._joining_since or now
+        if not self._held.join(session):
+            waited = now - self._joining_since
+            # An earlier incarnation's session keeps the znode until it expires: wait that out.
+            if waited > max(self.config.duplicate_timeout, 2 * self.config.session_timeout):
+                path = self.paths.consumer(self.config.consumer_id)
+                raise DuplicateConsumer(self.config.consumer_id, path, waited)
+            self._log.warning("membership_busy", waited=round(waited, 1))
+            self._due = now + self.config.retry_delay
+            return
+        self._joining_since = None
+        self._watch()
+        self._log.info("joined", session=f"{session:#x}")
+        self._set_paused(False)
+        self._machine.to(S.BALANCING)
+        self._due = time.monotonic() + self.config.debounce
+
+    def _watch(self) -> None:
+        if self._watching:
+            return  # ChildrenWatch re-arms itself after a reconnect or a new session
+        ChildrenWatch(self.client, self.paths.active_consumers, self._on_members)
+        ChildrenWatch(self.client, self.paths.claimed_streams, self._on_claims)
+        self._watching = True
+
+    def _verify(self) -> None:
+        session = self._current_session()
+        if self._held.session is None or session != self._held.session:
+            if self._held.session is not None:
+                self._lose()  # a new session: kazoo's LOST is on its way, act on it now
+            if self.state is not S.DRAINED:
+                self._machine.to(S.JOINING)
+                self._due = time.monotonic()
+            return
+        self._held.verify(session)
+        self._machine.to(self._resume_to)
+        self._due = time.monotonic()
+        self._set_paused(False)
+
+    def _balance(self) -> None:
+        self._machine.to(S.BALANCING)
+        self._again = False
+        for _ in range(_MAX_PASSES):
+            members = self.client.get_children(self.paths.active_consumers)
+            if self.config.consumer_id not in members:
+                self._log.warning("membership_missing")  # deleted by hand? join again
+                self._held.joined = False
+                self._machine.to(S.JOINING)
+                self._due = time.monotonic()
+                return
+            self._held.balance_pass(len(members))
+            if len(self.client.get_children(self.paths.active_consumers)) == len(members):
+                break
+        if self._again:  # the owner gave a stream up during the pass: pass again soon
+            self._due = time.monotonic() + self.config.debounce
+            return
+        self._machine.to(S.STABLE)
+        self._due = time.monotonic() + self.config.resync_interval
+
+    def _drain_step(self) -> None:
+        self._held.leave()
+        if not self._held.leases:
+            self._log.info("drained")
+            self._machine.to(S.DRAINED)
+            self._due = None
+            return
+        self._held.release_cheapest()
+        self._due = time.monotonic() + self._drain_interval
+
+    def _set_paused(self, paused: bool) -> None:
+        if paused == self._paused:
+            return
+        self._paused = paused
+        if paused:
+            self._listener.on_paused()
+        else:
+            self._listener.on_resumed()

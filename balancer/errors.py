@@ -1,0 +1,90 @@
+"""Errors raised by the balancer; all derive from `SessionizerError`."""
+
+from __future__ import annotations
+
+from framework.errors import SessionizerError
+
+__all__ = [
+    "BalancerError",
+    "CommitUncertain",
+    "DuplicateConsumer",
+    "InvalidTransition",
+    "MembershipLost",
+    "StreamFenced",
+]
+
+
+def _who(node: str | None) -> str:
+    return f"node {node}" if node else "this node"
+
+
+class BalancerError(SessionizerError):
+    """Base class of the errors raised by `balancer`."""
+
+
+class StreamFenced(BalancerError):
+    """A fenced write found another epoch: someone else owns the stream now."""
+
+    def __init__(
+        self, stream: str, *, expected: int, node: str | None = None, gone: bool = False
+    ) -> None:
+        self.stream = stream
+        self.expected = expected
+        self.node = node
+        found = "its state record is gone" if gone else "its epoch has moved on"
+        super().__init__(
+            f"stream {stream}: {_who(node)} was fenced off (expected version {expected}, "
+            f"{found}); another node has taken the stream. The node drops it without "
+            "committing and rebalances; nothing to do unless this repeats, which points at "
+            "long pauses (GC, swap, SIGSTOP) or a session timeout that is too short"
+        )
+
+
+class CommitUncertain(BalancerError):
+    """The connection dropped during a write: it may or may not have been applied."""
+
+    def __init__(self, stream: str, *, node: str | None = None) -> None:
+        self.stream = stream
+        self.node = node
+        super().__init__(
+            f"stream {stream}: {_who(node)} lost its ZooKeeper connection during a state "
+            "commit, so the outcome is unknown. The node waits for the connection and "
+            "re-reads the stream's version before committing again; check ZooKeeper's health "
+            "if this repeats"
+        )
+
+
+class MembershipLost(BalancerError):
+    """The ZooKeeper session ended: every claim of this node is gone."""
+
+    def __init__(self, node: str, detail: str = "") -> None:
+        self.node = node
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"node {node}: its ZooKeeper session is gone{extra}; its streams were dropped "
+            "without committing and it rejoins when the connection returns. Check ZooKeeper "
+            "and the network if this repeats"
+        )
+
+
+class DuplicateConsumer(BalancerError):
+    """Another live session already holds this consumer id."""
+
+    def __init__(self, node: str, path: str, waited: float) -> None:
+        self.node = node
+        self.path = path
+        super().__init__(
+            f"node {node}: {path} has belonged to another live ZooKeeper session for "
+            f"{waited:.0f} s; two nodes were started with the same --id. Stop one of them or "
+            "give each node its own id"
+        )
+
+
+class InvalidTransition(BalancerError):
+    """A state change the balancer's state machine does not allow (a bug, not an outage)."""
+
+    def __init__(self, node: str, current: str, wanted: str) -> None:
+        super().__init__(
+            f"node {node}: balancer cannot go from {current} to {wanted}; this is a bug in "
+            "the balancer, please report it with the node's log"
+        )

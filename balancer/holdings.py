@@ -1,0 +1,203 @@
+"""`Holdings`: what one member holds in ZooKeeper, and the passes that change it.
+
+It owns the leases, the overflow slot, the membership znode and the session
+they belong to; `Balancer` decides *when* to call it (state machine, events,
+timers).  Every method runs on the owner's thread and may call ZooKeeper;
+kazoo errors propagate to `Balancer.poll`, which retries later.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+import structlog
+from kazoo.client import KazooClient
+
+from balancer import claims, plan
+from balancer.config import BalancerConfig, BalancerListener
+from balancer.errors import MembershipLost, StreamFenced
+from balancer.fencing import StreamLease
+
+__all__ = ["Holdings"]
+
+
+class Holdings:
+    """This member's leases, overflow slot and membership, kept in step with ZooKeeper."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        config: BalancerConfig,
+        listener: BalancerListener,
+        *,
+        cost: plan.CostFunction,
+        rng: random.Random,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.paths = config.paths
+        self.node = config.consumer_id
+        self.leases: dict[str, StreamLease] = {}
+        self.slot: int | None = None
+        self.session: int | None = None  # the session our ephemerals belong to
+        self.joined = False  # our membership znode exists
+        self.target = 0
+        self.stream_count = 0
+        self._maybe_ours: set[str] = set()  # claims whose create/delete outcome is unknown
+        self._listener = listener
+        self._cost = cost
+        self._rng = rng
+        self._log = structlog.get_logger(__name__).bind(node=self.node)
+
+    # -- membership ------------------------------------------------------------------
+
+    def join(self, session: int) -> bool:
+        """Create our membership znode under `session`; False while another session has it."""
+        info = claims.member_info(self.config.capacity)
+        if not claims.join(self.client, self.paths, self.node, info, session):
+            return False
+        self.session, self.joined = session, True
+        # Claims or slots of this session we do not know of: a take cut short by a
+        # connection loss, or one sent on the new session before we saw LOST.
+        held, slots = claims.owned(self.client, self.paths, session)
+        claims.release(self.client, self.paths, held.difference(self.leases), session)
+        for index in slots - {self.slot}:
+            claims.delete_if_ours(self.client, self.paths.overflow(index), session)
+        return True
+
+    def leave(self) -> None:
+        """Delete our membership znode and slot, so the others count without us."""
+        if not self.joined or self.session is None:
+            return
+        claims.delete_if_ours(self.client, self.paths.consumer(self.node), self.session)
+        self.joined = False
+        if self.slot is not None:
+            claims.delete_if_ours(self.client, self.paths.overflow(self.slot), self.session)
+            self.slot = None
+
+    def lose_session(self) -> None:
+        """The session ended: its ephemerals are gone, so drop everything locally."""
+        self.drop(sorted(self.leases), reason="session_lost")
+        self.slot, self.session, self.joined = None, None, False
+        self._maybe_ours.clear()
+
+    def verify(self, session: int) -> None:
+        """After a reconnect: keep only the claims whose ephemeral owner is still `session`."""
+        held, slots = claims.owned(self.client, self.paths, session)
+        self.drop(sorted(set(self.leases) - held), reason="not_ours_after_reconnect")
+        if self.slot is not None and self.slot not in slots:
+            self.slot = None
+
+    # -- balancing -------------------------------------------------------------------
+
+    def balance_pass(self, members: int) -> None:
+        """One balance pass (DESIGN section 4) for a group of `members`."""
+        session = self._session()
+        if self._maybe_ours:
+            claims.release(self.client, self.paths, self._maybe_ours, session)
+            self._maybe_ours.clear()
+        streams = self.client.get_children(self.paths.active_streams)
+        claimed = set(self.client.get_children(self.paths.claimed_streams))
+        self.stream_count = len(streams)
+        self.drop(sorted(set(self.leases) - claimed), reason="claim_vanished")
+        shares = plan.share(len(streams), members)
+        self._settle_slot(shares, free=len(set(streams) - claimed))
+        self.target = plan.target(shares, self.slot is not None)
+        moves = plan.moves(
+            self.leases, streams, claimed, self.target, cost=self._cost, rng=self._rng
+        )
+        self._log.debug(
+            "balance_pass",
+            members=members,
+            streams=len(streams),
+            held=len(self.leases),
+            target=self.target,
+            slot=self.slot,
+        )
+        if moves.release:
+            self.release(moves.release)
+        if moves.need:
+            self._claim(moves.claim, moves.need, session)
+
+    def _settle_slot(self, shares: plan.Share, *, free: int) -> None:
+        taken = claims.taken_slots(self.client, self.paths)
+        if self.slot is not None and self.slot not in taken:
+            self.slot = None  # deleted under us (by hand?): compete again
+        slots = plan.slot_plan(self.slot, shares, taken, held=len(self.leases), free=free)
+        if slots.drop is not None:
+            claims.delete_if_ours(self.client, self.paths.overflow(slots.drop), self._session())
+            self.slot = None
+        for index in slots.candidates:
+            if claims.claim_slot(self.client, self.paths, index, self.node):
+                self.slot = index
+                break
+
+    def _claim(self, candidates: Iterable[str], need: int, session: int) -> None:
+        taken: list[StreamLease] = []
+        try:
+            for stream in candidates:
+                if len(taken) == need:
+                    break
+                self._maybe_ours.add(stream)  # until the take's outcome is known
+                lease = claims.take(self.client, self.paths, stream, self.node, session)
+                self._maybe_ours.discard(stream)
+                if lease is not None:
+                    self.leases[stream] = lease
+                    taken.append(lease)
+        finally:
+            if taken:  # also when a later take failed: these are ours
+                self._log.info("streams_taken", streams=[lease.stream for lease in taken])
+                self._listener.on_assigned(taken)
+
+    def release(self, streams: Sequence[str]) -> None:
+        """Revoke (the owner commits inside the callback), then delete the claims."""
+        if not streams:
+            return
+        self._listener.on_revoked(list(streams))
+        for stream in streams:
+            self.leases.pop(stream, None)
+        self._maybe_ours.update(streams)  # if the delete fails, the next pass retries it
+        claims.release(self.client, self.paths, streams, self._session())
+        self._maybe_ours.difference_update(streams)
+        self._log.info("streams_released", streams=list(streams))
+
+    def release_cheapest(self) -> None:
+        """Release the one stream cheapest to move (a drain step)."""
+        self.release(plan.cheapest(self.leases, 1, self._cost))
+
+    def drop(self, streams: Sequence[str], *, reason: str) -> None:
+        """Forget streams that are no longer ours, telling the owner not to commit them."""
+        if not streams:
+            return
+        for stream in streams:
+            self.leases.pop(stream, None)
+        self._log.warning("streams_lost", streams=list(streams), reason=reason)
+        self._listener.on_lost(list(streams))
+
+    def forget_fenced(self, stream: str) -> bool:
+        """The owner was fenced on `stream`: forget it; free the claim if it is still ours."""
+        if self.leases.pop(stream, None) is None:
+            return False
+        self._maybe_ours.add(stream)
+        return True
+
+    def current_version(self, stream: str) -> int:
+        """Re-read the state version of a stream we hold (after `CommitUncertain`)."""
+        if self.session is None:
+            raise MembershipLost(self.node, "cannot verify a stream while disconnected")
+        lease = self.leases.get(stream)
+        if lease is None:
+            raise StreamFenced(stream, expected=-1, node=self.node)
+        # State first, then claim: if the claim is still ours after the read, no
+        # one else can have moved the version we read (see `claims.release`).
+        state = self.client.exists(self.paths.stream_state(stream))
+        claim = self.client.exists(self.paths.claim(stream))
+        if state is None or claim is None or claim.ephemeralOwner != self.session:
+            raise StreamFenced(stream, expected=lease.epoch, node=self.node)
+        return int(state.version)
+
+    def _session(self) -> int:
+        if self.session is None:
+            raise MembershipLost(self.node, "no session yet")
+        return self.session

@@ -1,0 +1,99 @@
+"""The ZooKeeper layout of one app: the only place that builds balancer paths."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from framework.errors import ConfigError
+
+__all__ = ["DEFAULT_NAMESPACE", "AppPaths"]
+
+DEFAULT_NAMESPACE = "sessionizer"
+
+# One path segment: nothing ZooKeeper treats specially ("/", ".", "..", control characters).
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9._:@+-]+")
+
+
+def _segment(kind: str, value: str) -> str:
+    if not _SEGMENT_RE.fullmatch(value) or value in (".", ".."):
+        raise ConfigError(
+            f"{kind} {value!r} cannot be a ZooKeeper path segment: use letters, digits and "
+            "'._:@+-' only"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class AppPaths:
+    """Paths under `/<namespace>/<app>` (thesis names kept, DESIGN section 4)."""
+
+    app: str
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        _segment("namespace", self.namespace)
+        _segment("app", self.app)
+
+    @property
+    def root(self) -> str:
+        """`/<namespace>/<app>`."""
+        return f"/{self.namespace}/{self.app}"
+
+    @property
+    def active_streams(self) -> str:
+        """Parent of the persistent stream znodes (created by provisioning)."""
+        return f"{self.root}/active_streams"
+
+    @property
+    def active_consumers(self) -> str:
+        """Parent of the members' ephemeral znodes."""
+        return f"{self.root}/active_consumers"
+
+    @property
+    def claimed_streams(self) -> str:
+        """Parent of the ephemeral claims, one per owned stream."""
+        return f"{self.root}/claimed_streams"
+
+    @property
+    def overflow_streams(self) -> str:
+        """Parent of the ephemeral overflow slots `0..overflow-1`."""
+        return f"{self.root}/overflow_streams"
+
+    @property
+    def stream_states(self) -> str:
+        """Parent of the persistent per-stream state records."""
+        return f"{self.root}/stream_state"
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        """Every parent znode the balancer needs to exist."""
+        return (
+            self.active_streams,
+            self.active_consumers,
+            self.claimed_streams,
+            self.overflow_streams,
+            self.stream_states,
+        )
+
+    def stream(self, stream: str) -> str:
+        """`active_streams/<stream>`."""
+        return f"{self.active_streams}/{_segment('stream', stream)}"
+
+    def consumer(self, consumer_id: str) -> str:
+        """`active_consumers/<consumer id>`."""
+        return f"{self.active_consumers}/{_segment('consumer id', consumer_id)}"
+
+    def claim(self, stream: str) -> str:
+        """`claimed_streams/<stream>`."""
+        return f"{self.claimed_streams}/{_segment('stream', stream)}"
+
+    def overflow(self, index: int) -> str:
+        """`overflow_streams/<index>`."""
+        if index < 0:
+            raise ValueError(f"an overflow slot index must be >= 0, got {index}")
+        return f"{self.overflow_streams}/{index}"
+
+    def stream_state(self, stream: str) -> str:
+        """`stream_state/<stream>`: its version is the stream's fencing epoch."""
+        return f"{self.stream_states}/{_segment('stream', stream)}"

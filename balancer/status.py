@@ -1,0 +1,85 @@
+"""A read-only snapshot of an app's balancing state in ZooKeeper (`sessionizer status`).
+
+The shape is the `status --json` contract (DESIGN section 11):
+`{"app", "consumers": [{"id", "streams"}], "streams": [{"name", "owner", ...}]}`.
+The balancer knows members, claims and epochs only; the state columns
+(`safe_offset`, `committed_offset`, `end_offset`, `open_sessions`, `ignored`)
+come from a `StreamColumns` function the caller passes in, so this package
+never learns about Kafka or the state store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from balancer import claims
+from balancer.paths import AppPaths
+
+__all__ = ["StreamColumns", "format_table", "snapshot"]
+
+StreamColumns = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
+"""Given stream names, return extra columns per stream name (merged into each row)."""
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        return sorted(client.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def snapshot(
+    client: KazooClient, paths: AppPaths, *, columns: StreamColumns | None = None
+) -> dict[str, Any]:
+    """Members, their streams, and every stream's owner and epoch, read once."""
+    members = _children(client, paths.active_consumers)
+    try:
+        owners = claims.read_owners(client, paths)
+    except NoNodeError:
+        owners = {}
+    names = sorted(set(_children(client, paths.active_streams)) | set(owners))
+    by_member: dict[str, list[str]] = {member: [] for member in members}
+    rows = []
+    for name in names:
+        claim = owners.get(name, {})
+        owner = claim.get("consumer")
+        if owner in by_member:
+            by_member[owner].append(name)
+        rows.append({"name": name, "owner": owner, "epoch": claim.get("epoch")})
+    extra = columns(names) if columns else {}
+    for row in rows:
+        row.update(extra.get(row["name"], {}))
+    return {
+        "app": paths.app,
+        "consumers": [{"id": m, "streams": s} for m, s in by_member.items()],
+        "streams": rows,
+    }
+
+
+def format_table(status: Mapping[str, Any]) -> str:
+    """A plain-text rendering: one line per consumer, then one line per stream."""
+    streams = status["streams"]
+    claimed = sum(1 for row in streams if row["owner"] is not None)
+    lines = [
+        f"app {status['app']}: {len(status['consumers'])} consumers, "
+        f"{len(streams)} streams ({claimed} claimed)",
+        "",
+        f"{'CONSUMER':<24} {'STREAMS':>7}",
+    ]
+    lines += [f"{c['id']:<24} {len(c['streams']):>7}" for c in status["consumers"]]
+    keys = [k for k in (streams[0] if streams else {}) if k not in ("name", "owner")]
+    width = max([len("STREAM"), *(len(row["name"]) for row in streams)])
+    header = f"{'STREAM':<{width}} {'OWNER':<24}" + "".join(f" {k.upper():>12}" for k in keys)
+    lines += ["", header]
+    for row in streams:
+        cells = "".join(f" {_cell(row.get(k)):>12}" for k in keys)
+        lines.append(f"{row['name']:<{width}} {_cell(row['owner']):<24}{cells}")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)

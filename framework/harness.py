@@ -1,0 +1,152 @@
+"""Consumer nodes as separate processes, and the conditions tests and benchmarks wait for.
+
+`NodeGroup` runs `sessionizer node` processes (and always reaps them);
+`settled` says when a group is balanced and caught up; `StateObserver` checks
+that no stream's stored offsets ever move backwards while faults happen.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from balancer.testing import MemberProcess, balanced
+from framework.config import ConnectionConfig
+from framework.progress import end_offsets, read_states
+from framework.zookeeper import zookeeper_client
+from router.naming import stream_name
+
+__all__ = ["NodeGroup", "StateObserver", "caught_up", "settled", "streams_of"]
+
+SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def streams_of(app: str, count: int) -> list[str]:
+    """The app's stream names."""
+    return [stream_name(app, i) for i in range(count)]
+
+
+class NodeGroup:
+    """Spawns `sessionizer node` processes; on exit every one still running is killed."""
+
+    def __init__(
+        self,
+        connection: ConnectionConfig,
+        directory: Path,
+        processor: str,
+        *,
+        session_timeout: float = 4.0,
+    ) -> None:
+        self.connection = connection
+        self.directory = directory
+        self.processor = processor
+        self.session_timeout = session_timeout
+        self.nodes: dict[str, MemberProcess] = {}
+
+    def start(self, node: str, *extra: str) -> MemberProcess:
+        """Spawn node `node`; its structlog JSON lines go to `<dir>/<node>.jsonl`."""
+        log_path = self.directory / f"{node}.{len(self.nodes)}.jsonl"
+        command = [
+            SESSIONIZER, "node", "--processor", self.processor, "--id", node,
+            "--zk", self.connection.zk, "--bootstrap", self.connection.bootstrap,
+            "--app", self.connection.app, "--session-timeout", str(self.session_timeout),
+            *extra,
+        ]  # fmt: skip
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=log, env=_node_env()
+            )
+        self.nodes[node] = MemberProcess(node, process, log_path)
+        return self.nodes[node]
+
+    def running(self) -> list[str]:
+        """Ids of nodes whose process still runs."""
+        return [n for n, m in self.nodes.items() if m.process.poll() is None]
+
+    def __enter__(self) -> NodeGroup:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for node in self.nodes.values():
+            node.send(signal.SIGCONT)
+            node.send(signal.SIGKILL)
+        for node in self.nodes.values():
+            node.process.wait()
+
+
+def _node_env() -> dict[str, str]:
+    # Processors defined in the project tree (e.g. tests/...) must import in the nodes.
+    path = os.environ.get("PYTHONPATH")
+    root = str(ROOT)
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
+
+
+def caught_up(client: KazooClient, connection: ConnectionConfig, streams: Iterable[str]) -> bool:
+    """Every stream's last committed read position is its end offset."""
+    streams = list(streams)
+    states = read_states(client, connection.paths, streams)
+    ends = end_offsets(connection.bootstrap, streams)
+    return all(states[s].committed_offset == ends[s] for s in streams)
+
+
+def settled(
+    client: KazooClient, connection: ConnectionConfig, members: Iterable[str], streams: list[str]
+) -> bool:
+    """Balanced among `members` (spread <= 1, each stream owned once) and caught up."""
+    try:
+        owned = balanced(client, connection.paths, members, len(streams))
+    except NoNodeError:
+        return False  # no node has created the layout yet
+    return bool(owned) and caught_up(client, connection, streams)
+
+
+class StateObserver:
+    """Reads every stream's stored state continuously; records any offset that goes backwards.
+
+    A fenced-off owner writing over the new owner would show up here as a safe or
+    committed offset moving back.  Use as a context manager.
+    """
+
+    def __init__(self, connection: ConnectionConfig, streams: list[str]) -> None:
+        self.connection = connection
+        self.streams = streams
+        self.violations: list[str] = []
+        self.snapshots = 0
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="state-observer", daemon=True)
+
+    def __enter__(self) -> StateObserver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        with zookeeper_client(self.connection.zk, timeout=30) as client:
+            while not self._done.wait(0.05):
+                try:
+                    states = read_states(client, self.connection.paths, self.streams)
+                except KazooException:
+                    continue  # a server killed on purpose: look again
+                for stream, state in states.items():
+                    now = (state.safe_offset, state.committed_offset)
+                    before = self._seen.get(stream, (0, 0))
+                    if now[0] < before[0] or now[1] < before[1]:
+                        self.violations.append(f"{stream}: (safe, committed) {before} -> {now}")
+                    self._seen[stream] = max(before, now)
+                self.snapshots += 1
