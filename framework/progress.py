@@ -36,7 +36,10 @@ def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
     """The end offset (next offset to be written) of each single-partition topic."""
     partitions = [TopicPartition(topic, 0) for topic in topics]
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, client_id="sessionizer-status"
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        client_id="sessionizer-status",
     )
     try:
         return {tp.topic: offset for tp, offset in consumer.end_offsets(partitions).items()}

@@ -12,7 +12,13 @@ from pathlib import Path
 
 from framework.errors import ClusterError
 
-__all__ = ["Artifacts", "default_cache_dir", "find_pom", "resolve_artifacts"]
+__all__ = [
+    "Artifacts",
+    "artifacts_cached",
+    "default_cache_dir",
+    "find_pom",
+    "resolve_artifacts",
+]
 
 _PROFILES = ("kafka", "zookeeper")
 
@@ -52,6 +58,17 @@ def find_pom() -> Path:
     )
 
 
+def _cache_root(cache_dir: Path | None, pom: Path) -> Path:
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    return (cache_dir or default_cache_dir()) / f"artifacts-{digest}"
+
+
+def artifacts_cached(cache_dir: Path | None = None) -> bool:
+    """Whether the jars of the current pom are already in the cache (no download needed)."""
+    root = _cache_root(cache_dir, find_pom())
+    return all((root / profile / ".complete").exists() for profile in _PROFILES)
+
+
 def resolve_artifacts(cache_dir: Path | None = None, *, quiet: bool = False) -> Artifacts:
     """Return the server jars, running Maven once per pom version to fetch them.
 
@@ -59,8 +76,7 @@ def resolve_artifacts(cache_dir: Path | None = None, *, quiet: bool = False) -> 
     resolves the new jars instead of silently reusing the old ones.
     """
     pom = find_pom()
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    root = (cache_dir or default_cache_dir()) / f"artifacts-{digest}"
+    root = _cache_root(cache_dir, pom)
     artifacts = Artifacts(kafka=root / "kafka", zookeeper=root / "zookeeper")
     for profile in _PROFILES:
         target: Path = getattr(artifacts, profile)

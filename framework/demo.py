@@ -1,0 +1,162 @@
+"""The demo's story on a local cluster: nodes sessionize, one is killed, nothing is lost.
+
+Each step prints what it does; `run_demo` stops every process and server it
+started when it returns, raises, or is interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from balancer.status import format_table, snapshot
+from balancer.testing import claims_by_owner
+from framework.cluster import LocalCluster, wait_until
+from framework.cluster.artifacts import artifacts_cached
+from framework.config import ConnectionConfig
+from framework.harness import NodeGroup, settled, streams_of
+from framework.progress import state_columns
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.verify import Verification, expected_sessions, verify_sessions
+from framework.zookeeper import zookeeper_client
+from router.errors import MalformedLine
+from router.formats import Format, parse_line
+from router.fragment import ParsedFragment
+from router.generator import generate_fragments
+from router.ingest import produce_fragments
+from router.producer import ProducerConfig, StreamProducer
+from sessionizer.examples.weblog import WebSessions
+
+__all__ = ["DemoPlan", "run_demo"]
+
+PROCESSOR = "sessionizer.examples.weblog:WebSessions"
+NODES = ("n1", "n2", "n3")
+VICTIM = "n2"
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo runs on."""
+
+    directory: Path
+    app: str = "demo"
+    streams: int = 16
+    sessions: int = 3000
+    seed: int = 1
+    log: Path | None = None
+    log_format: Format = "apache"
+    session_timeout: float = 4.0
+    timeout: float = 600.0
+
+
+def say(text: str) -> None:
+    """One line of the story, on stdout."""
+    print(text, flush=True)
+
+
+def run_demo(plan: DemoPlan) -> Verification:
+    """Run the whole story; return the verification of its output."""
+    fragments = _input(plan)
+    with ExitStack() as stack:
+        if not artifacts_cached():
+            say("first run: resolving Kafka and ZooKeeper jars from Maven Central (~60 MB)...")
+        say(f"[1/6] starting ZooKeeper and Kafka under {plan.directory} ...")
+        cluster = stack.enter_context(LocalCluster(plan.directory / "cluster"))
+        connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, plan.app)
+        say(f"[2/6] creating {plan.streams} streams for app {plan.app!r} ...")
+        provision_streams(connection, plan.streams)
+        group = stack.enter_context(
+            NodeGroup(connection, plan.directory, PROCESSOR, session_timeout=plan.session_timeout)
+        )
+        zk = stack.enter_context(zookeeper_client(connection.zk))
+        verification = _story(plan, connection, group, zk, fragments)
+    say("stopped every node and server the demo started")
+    return verification
+
+
+def _story(
+    plan: DemoPlan,
+    connection: ConnectionConfig,
+    group: NodeGroup,
+    zk: KazooClient,
+    fragments: list[ParsedFragment],
+) -> Verification:
+    streams = streams_of(connection.app, plan.streams)
+    say(f"[3/6] starting {len(NODES)} nodes ({PROCESSOR}); logs in {plan.directory}")
+    for node in NODES:
+        group.start(node)
+    half = len(fragments) // 2
+    say(f"[4/6] producing the first {half:,} of {len(fragments):,} fragments ...")
+    _produce(connection, plan.streams, fragments[:half], end=False)
+    _watch(zk, connection, lambda: settled(zk, connection, list(NODES), streams), plan)
+    _show_table(zk, connection)
+    owned = sorted(claims_by_owner(zk, connection.paths).get(VICTIM, set()))
+    say(f"[5/6] kill -9 {VICTIM} (it owns {len(owned)} streams, with sessions open) ...")
+    group.nodes[VICTIM].send(signal.SIGKILL)
+    say(f"      producing the remaining {len(fragments) - half:,} fragments, end of input")
+    _produce(connection, plan.streams, fragments[half:], end=True)
+    survivors = [n for n in NODES if n != VICTIM]
+    _watch(zk, connection, lambda: settled(zk, connection, survivors, streams), plan)
+    _show_table(zk, connection)
+    say("[6/6] checking the finished sessions against the batch definition ...")
+    written = read_sessions(connection.bootstrap, connection.app, deduplicate=False)
+    return verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+
+
+def _input(plan: DemoPlan) -> list[ParsedFragment]:
+    if plan.log is None:
+        return list(generate_fragments(plan.sessions, plan.seed))
+    fragments = []
+    with plan.log.open(encoding="utf-8", errors="replace", newline="") as lines:
+        for line in lines:
+            try:
+                fragments.append(parse_line(plan.log_format, line))
+            except MalformedLine:
+                continue  # counted by `produce`; the demo only needs the good ones
+    return fragments
+
+
+def _produce(connection: ConnectionConfig, streams: int, fragments: list, *, end: bool) -> None:
+    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, streams)) as producer:
+        produce_fragments(producer, fragments, end_of_input=end)
+
+
+def _watch(
+    zk: KazooClient, connection: ConnectionConfig, done: Callable[[], bool], plan: DemoPlan
+) -> None:
+    """Print one status line a second until `done()`."""
+    last = 0.0
+
+    def check() -> bool:
+        nonlocal last
+        if time.monotonic() - last >= 1.0:
+            last = time.monotonic()
+            say("      " + _summary(zk, connection))
+        return done()
+
+    wait_until(check, plan.timeout, "the nodes to settle", interval=0.2)
+
+
+def _summary(zk: KazooClient, connection: ConnectionConfig) -> str:
+    status = snapshot(zk, connection.paths, columns=state_columns(zk, connection))
+    owners = " ".join(f"{c['id']}={len(c['streams'])}" for c in status["consumers"])
+    rows = status["streams"]
+    done = sum(1 for r in rows if r["end_offset"] is not None
+               and r["committed_offset"] == r["end_offset"])  # fmt: skip
+    unowned = sum(1 for r in rows if r["owner"] is None)
+    open_sessions = sum(r["open_sessions"] for r in rows)
+    return (f"owners: {owners or '-'} | unowned {unowned} | caught up {done}/{len(rows)} "
+            f"| open sessions {open_sessions}")  # fmt: skip
+
+
+def _show_table(zk: KazooClient, connection: ConnectionConfig) -> None:
+    status = snapshot(zk, connection.paths, columns=state_columns(zk, connection))
+    for line in format_table(status).splitlines():
+        say("      " + line)

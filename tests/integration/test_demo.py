@@ -1,0 +1,49 @@
+"""The README's first command, `sessionizer demo`, runs to its verification line and cleans up."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import DATA
+
+pytestmark = pytest.mark.integration
+SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
+VERIFIED = re.compile(
+    r"^verified: fragments sent (\d+), sessions found (\d+), expected (\d+), "
+    r"lost (\d+), duplicates (\d+)$",
+    re.MULTILINE,
+)
+
+
+def _leftovers(directory: Path) -> list[str]:
+    """Processes whose command line mentions the demo's directory (servers, nodes)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(directory) in line]
+
+
+@pytest.mark.parametrize("source", ["generated", "apache_logs"])
+def test_demo_verifies_its_output_and_leaves_nothing_running(tmp_path: Path, source: str) -> None:
+    args = ["--sessions", "400"]
+    if source == "apache_logs":
+        if not (DATA / "apache_logs").exists():
+            pytest.skip(f"the real log {DATA / 'apache_logs'} is not present")
+        args = ["--log", str(DATA / "apache_logs"), "--format", "apache"]
+    directory = tmp_path / "demo"
+    result = subprocess.run(
+        [SESSIONIZER, "demo", "--dir", str(directory), "--app", "demo", *args],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    match = VERIFIED.search(result.stdout)
+    assert match, result.stdout[-3000:]
+    sent, found, expected, lost, _duplicates = map(int, match.groups())
+    assert lost == 0 and found == expected > 0 and sent > 0
+    if source == "apache_logs":
+        assert sent == 9999
+    assert "kill -9 n2" in result.stdout
+    assert _leftovers(directory) == []
