@@ -1,0 +1,104 @@
+"""`StreamProcessor`, the class users subclass to define their sessions."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sessionizer.errors import ProcessorError
+
+__all__ = ["StreamProcessor", "Timing"]
+
+
+class StreamProcessor(ABC):
+    """Defines what a session is and what a finished session yields.
+
+    Class attributes (seconds of event time; validated when the class is defined
+    and again when an engine is built):
+
+    - ``timeout``: inactivity gap that ends a session (default 30 minutes);
+    - ``grace``: how far behind stream time a fragment may arrive (default 0);
+    - ``max_session_duration``: split sessions longer than this (default None).
+
+    Each hook receives the fragment's decoded fields (a dict).  Call order:
+
+    1. On arrival, in offset order, for every fragment:
+       ``timestamp(fragment, record_timestamp_ms)`` gives its event time (ms).
+    2. Then, unless the fragment is late or skipped on resume:
+       ``is_end(fragment)`` says whether it ends its session.
+    3. Once a session can no longer change (see docs/sessions.md), in one go and in
+       event-time order: ``open(key, first_fragment)`` returns the session object;
+       ``update(session, fragment)`` is called for *every* fragment, the first one
+       included (returning a new object replaces the session, None keeps it);
+       ``close(key, session)`` returns the result dict.
+
+    Hooks must be deterministic: a replay after a crash calls them again on the
+    same fragments and must produce the same results.  If a hook raises, the
+    stream goes on and the fragments concerned go to the dead-letter topic.
+    """
+
+    timeout: float = 30 * 60
+    grace: float = 0
+    max_session_duration: float | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Timing.of(cls)  # a bad attribute fails at class definition, naming the class
+
+    def timestamp(self, fragment: Mapping[str, Any], record_timestamp_ms: int) -> int:
+        """Return the fragment's event time in epoch ms (default: the record's timestamp)."""
+        return record_timestamp_ms
+
+    def is_end(self, fragment: Mapping[str, Any]) -> bool:
+        """Return True if this fragment ends its session (default: never)."""
+        return False
+
+    @abstractmethod
+    def open(self, key: str, fragment: Mapping[str, Any]) -> Any:
+        """Return a new session object for `key`, given its first fragment."""
+
+    @abstractmethod
+    def update(self, session: Any, fragment: Mapping[str, Any]) -> Any | None:
+        """Fold one fragment into the session; return a replacement session or None."""
+
+    @abstractmethod
+    def close(self, key: str, session: Any) -> Mapping[str, Any]:
+        """Return the finished session's result: a JSON-able dict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """A processor's time settings in integer milliseconds, validated."""
+
+    timeout_ms: int
+    grace_ms: int
+    max_duration_ms: int | None
+
+    @classmethod
+    def of(cls, processor: StreamProcessor | type[StreamProcessor]) -> Timing:
+        """Read and validate the time attributes of a processor (class or instance)."""
+        owner = processor.__name__ if isinstance(processor, type) else type(processor).__name__
+        timeout = _to_ms(owner, "timeout", processor.timeout, allow_zero=False)
+        grace = _to_ms(owner, "grace", processor.grace, allow_zero=True)
+        maximum = processor.max_session_duration
+        if maximum is None:
+            return cls(timeout, grace, None)
+        return cls(timeout, grace, _to_ms(owner, "max_session_duration", maximum, allow_zero=False))
+
+
+def _to_ms(owner: str, name: str, seconds: object, *, allow_zero: bool) -> int:
+    wanted = "a number of seconds >= 0" if allow_zero else "a positive number of seconds"
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
+        raise ProcessorError(f"{owner}.{name} must be {wanted}, got {seconds!r}")
+    millis = round(seconds * 1000)
+    if millis == 0 and not allow_zero:
+        raise ProcessorError(f"{owner}.{name} must be at least 1 ms, got {seconds!r} s")
+    return millis

@@ -1,0 +1,208 @@
+"""StreamState encoding, the size guard, and the fencing contract of MemoryStateStore."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import msgpack
+import pytest
+
+from sessionizer import Fragment, SessionEngine
+from state import (
+    DEFAULT_LIMIT_BYTES,
+    JUTE_MAXBUFFER,
+    CommitUncertainError,
+    CorruptStateError,
+    FencedError,
+    FencedStateStore,
+    IgnoreEntry,
+    MemoryStateStore,
+    StateError,
+    StateStore,
+    StateTooLargeError,
+    StreamState,
+    VersionedMemory,
+)
+from tests.unit.session_harness import Recorder
+
+STREAM = "app.stream.0003"
+
+
+def _state(entries: int, *, blob: bytes | None = b"\x00user") -> StreamState:
+    ignore = tuple(
+        IgnoreEntry(f"10.0.0.{i % 250}|agent", 1_000 + i, 2_000 + i, 50 + i, 49 + i)
+        for i in range(entries)
+    )
+    return StreamState(STREAM, 7, 40, 120, 1_431_857_103_000, ignore, blob, open_sessions=3)
+
+
+@pytest.mark.parametrize(("entries", "marker"), [(2, 0x00), (500, 0x01)])
+def test_round_trip_plain_and_compressed(entries: int, marker: int) -> None:
+    state = _state(entries)
+    data = state.encode()
+    assert data[0] == marker
+    assert StreamState.decode(data, stream=STREAM) == state
+
+
+def test_compressed_record_is_zlib_of_the_msgpack_body() -> None:
+    data = _state(500).encode()
+    body = msgpack.unpackb(zlib.decompress(data[1:]))
+    assert (body["v"], body["safe"], body["committed"], len(body["ignore"])) == (1, 40, 120, 500)
+
+
+@pytest.mark.parametrize("data", [None, b""])
+def test_absent_record_means_start_from_offset_zero(data: bytes | None) -> None:
+    state = StreamState.decode(data, stream=STREAM)
+    assert (state.safe_offset, state.committed_offset, state.ignore) == (0, 0, ())
+    assert (state.stream_time_ms, state.user_blob) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"\x07whatever", "unknown marker byte 0x07"),
+        (b"\x01not zlib", "error"),
+        (b"\x00" + msgpack.packb([1, 2]), "expected a map"),
+        (b"\x00" + msgpack.packb({"v": 99, "stream": STREAM}), "format version 99"),
+        (b"\x00" + msgpack.packb({"v": 1, "stream": "x"}), "belongs to stream 'x'"),
+        (b"\x00" + msgpack.packb({"v": 1, "stream": STREAM}), "bad field"),
+    ],
+)
+def test_corrupt_records_raise_naming_the_stream(data: bytes, problem: str) -> None:
+    with pytest.raises(CorruptStateError, match=STREAM) as caught:
+        StreamState.decode(data, stream=STREAM)
+    assert problem in str(caught.value)
+
+
+def test_size_guard_names_stream_size_limit_and_the_way_out() -> None:
+    state = _state(3)
+    size = len(state.encode())
+    with pytest.raises(StateTooLargeError) as caught:
+        state.encode(limit=size - 1)
+    message = str(caught.value)
+    assert STREAM in message and f"{size} bytes" in message and f"{size - 1} bytes" in message
+    assert "max_session_duration" in message
+    assert state.encode(limit=size) == state.encode()
+
+
+def test_default_limit_is_below_zookeepers_jute_maxbuffer() -> None:
+    assert DEFAULT_LIMIT_BYTES < JUTE_MAXBUFFER
+
+
+def _long_session_stream(sessions: int) -> list[Fragment]:
+    """One visitor stays 'online' for the whole stream while `sessions` others come and go."""
+    fragments: list[Fragment] = []
+    for i in range(sessions):
+        ts = 1_431_857_103_000 + i * 1_000
+        if i % 300 == 0:  # every 5 minutes: the long session goes on
+            fragments.append(Fragment(len(fragments), "long|bot", ts, {"o": len(fragments)}))
+        # Realistic keys (client ip | user agent) do not compress away.
+        agent = hashlib.sha256(str(i).encode()).hexdigest()[:24]
+        key = f"10.{i % 256}.{i // 256 % 256}.{i // 65536}|Mozilla/5.0 {agent}"
+        fragments.append(Fragment(len(fragments), key, ts, {"o": len(fragments)}))
+    return fragments
+
+
+def _snapshot_after(
+    fragments: list[Fragment], processor: Recorder, resume: StreamState
+) -> StreamState:
+    engine = SessionEngine(STREAM, processor, resume=resume)
+    for fragment in fragments:
+        engine.process(fragment)
+    return engine.snapshot(fragments[-1].offset + 1)
+
+
+def test_long_session_hits_the_size_guard_instead_of_writing() -> None:
+    fragments = _long_session_stream(60_000)
+    memory = VersionedMemory()
+    store = MemoryStateStore(memory)
+    resume = store.load(STREAM, memory.take(STREAM))
+    state = _snapshot_after(fragments, Recorder(timeout_ms=30 * 60_000), resume)
+    assert state.safe_offset == 0  # the long session holds the safe offset back
+    with pytest.raises(StateTooLargeError, match=f"stream {STREAM}: encoded state is") as caught:
+        store.commit(STREAM, state)
+    assert memory.read(STREAM) == (b"", 1)  # nothing written
+    # What the message advises: bounding sessions bounds the ignore list.
+    bounded_processor = Recorder(timeout_ms=30 * 60_000, max_ms=60 * 60_000)
+    bounded = _snapshot_after(fragments, bounded_processor, resume)
+    store.commit(STREAM, bounded)
+    print(
+        f"\nlong session: {len(state.ignore)} ignore entries, {caught.value.size} bytes; "
+        f"with max_session_duration=1h the record is {len(bounded.encode())} bytes"
+    )
+
+
+def test_memory_store_is_a_state_store() -> None:
+    assert isinstance(MemoryStateStore(), StateStore)
+
+
+def test_commits_advance_the_version_and_load_returns_the_owners_epoch() -> None:
+    memory = VersionedMemory()
+    store = MemoryStateStore(memory)
+    epoch = memory.take(STREAM)
+    assert store.load(STREAM, epoch) == StreamState.initial(STREAM, epoch)
+    state = StreamState(STREAM, epoch, safe_offset=3, committed_offset=5)
+    store.commit(STREAM, state)
+    store.commit(STREAM, state)
+    assert memory.read(STREAM)[1] == epoch + 2
+    # The next owner reads the record under its own epoch.
+    other = MemoryStateStore(memory)
+    loaded = other.load(STREAM, memory.take(STREAM))
+    assert (loaded.safe_offset, loaded.epoch) == (3, epoch + 3)
+
+
+def test_a_stale_owner_is_fenced_and_cannot_move_the_state_back() -> None:
+    memory = VersionedMemory()
+    old, new = MemoryStateStore(memory), MemoryStateStore(memory)
+    old_epoch = memory.take(STREAM)
+    old.load(STREAM, old_epoch)
+    old.commit(STREAM, StreamState(STREAM, old_epoch, safe_offset=10, committed_offset=10))
+    new_epoch = memory.take(STREAM)  # the balancer hands the stream to another node
+    new.load(STREAM, new_epoch)
+    new.commit(STREAM, StreamState(STREAM, new_epoch, safe_offset=20, committed_offset=20))
+    with pytest.raises(FencedError, match=f"stream {STREAM}: state commit fenced"):
+        old.commit(STREAM, StreamState(STREAM, old_epoch, safe_offset=12, committed_offset=12))
+    assert StreamState.decode(memory.read(STREAM)[0], stream=STREAM).safe_offset == 20
+    with pytest.raises(StateError, match="does not own it"):  # fenced means released
+        old.commit(STREAM, StreamState(STREAM, old_epoch, safe_offset=12, committed_offset=12))
+
+
+def test_load_with_a_stale_epoch_is_fenced() -> None:
+    memory = VersionedMemory()
+    epoch = memory.take(STREAM)
+    memory.take(STREAM)
+    with pytest.raises(FencedError, match="expected version 1, it is now at version 2"):
+        MemoryStateStore(memory).load(STREAM, epoch)
+
+
+def test_commit_needs_ownership_and_the_right_epoch() -> None:
+    memory = VersionedMemory()
+    store = MemoryStateStore(memory)
+    with pytest.raises(StateError, match="commit without load"):
+        store.commit(STREAM, StreamState.initial(STREAM))
+    epoch = memory.take(STREAM)
+    store.load(STREAM, epoch)
+    with pytest.raises(StateError, match="at epoch 9"):
+        store.commit(STREAM, StreamState.initial(STREAM, epoch=9))
+    store.release(STREAM)
+    with pytest.raises(StateError, match="commit without load"):
+        store.commit(STREAM, StreamState.initial(STREAM, epoch=epoch))
+
+
+class _UncertainRecords(VersionedMemory):
+    """Records whose writes fail the way a dropped ZooKeeper connection does."""
+
+    def write(self, stream: str, data: bytes, expected: int) -> int:
+        raise CommitUncertainError(stream, "ConnectionLoss()")
+
+
+def test_an_uncertain_commit_gives_the_stream_up() -> None:
+    records = _UncertainRecords()
+    store = FencedStateStore(records)
+    epoch = records.take(STREAM)
+    store.load(STREAM, epoch)
+    with pytest.raises(CommitUncertainError):
+        store.commit(STREAM, StreamState.initial(STREAM, epoch))
+    with pytest.raises(StateError, match="commit without load"):
+        store.commit(STREAM, StreamState.initial(STREAM, epoch))

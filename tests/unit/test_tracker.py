@@ -1,0 +1,98 @@
+"""SafeOffsetTracker: the thesis's Figure 4.3, the exact ignore test, pruning."""
+
+from __future__ import annotations
+
+from state import IgnoreEntry, SafeOffsetTracker
+
+# Figure 4.3 of the thesis (section 4.3.1), read in offset order: "+" opens a session,
+# "*" is its final fragment.  The figure itself is not in the text; this layout is the
+# one its prose fixes: s1 ends at 3, s3 at 7, s2 at 8, and s4 starts at 6.
+FIGURE_4_3 = [
+    (0, "s1", "+"),
+    (1, "s2", "+"),
+    (2, "s1", ""),
+    (3, "s1", "*"),
+    (4, "s3", "+"),
+    (5, "s2", ""),
+    (6, "s4", "+"),
+    (7, "s3", "*"),
+    (8, "s2", "*"),
+]
+
+
+def _drive_figure() -> dict[int, tuple[int, set[str]]]:
+    """Feed Figure 4.3 to a tracker; return (safe offset, ignored sessions) after each offset."""
+    tracker = SafeOffsetTracker()
+    first: dict[str, int] = {}
+    after: dict[int, tuple[int, set[str]]] = {}
+    for offset, session, mark in FIGURE_4_3:
+        if mark == "+":
+            first[session] = offset
+            tracker.session_opened(session, offset, stream_time_before=offset - 1)
+        elif mark == "*":
+            start = first[session]
+            entry = IgnoreEntry(session, start, offset, offset, offset)
+            tracker.session_finished(start, entry)
+        tracker.advance(offset + 1, stream_time_ms=offset)
+        after[offset] = (tracker.safe_offset, {e.key for e in tracker.ignore_list()})
+    return after
+
+
+def test_figure_4_3_safe_offset_and_ignore_list() -> None:
+    after = _drive_figure()
+    # "after fragment 3 ... s1 will be finished ... start at fragment 1 ... ignore s1"
+    assert after[3] == (1, {"s1"})
+    # "When s3 finishes after fragment 7, the safe offset cannot be moved forward"
+    assert after[7] == (1, {"s1", "s3"})
+    # "When s2 finally finishes after fragment 8 ... moved ahead to ... s4 ... 6,
+    #  and s1 can be dropped from the sessions to be ignored"
+    assert after[8] == (6, {"s3", "s2"})
+
+
+def test_safe_offset_is_next_offset_when_nothing_is_open() -> None:
+    tracker = SafeOffsetTracker(next_offset=5, stream_time_ms=40)
+    assert tracker.safe_offset == 5
+    tracker.advance(9, stream_time_ms=70)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (9, 70)
+
+
+def test_stream_time_is_the_one_just_before_the_safe_offset() -> None:
+    tracker = SafeOffsetTracker()
+    tracker.session_opened("a", 3, stream_time_before=100)
+    tracker.session_opened("b", 7, stream_time_before=180)
+    tracker.advance(10, stream_time_ms=250)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (3, 100)
+    tracker.session_dropped(3)  # merged away: its fragments now live in another session
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (7, 180)
+
+
+def test_skip_needs_key_span_and_offset() -> None:
+    tracker = SafeOffsetTracker(ignore=[IgnoreEntry("k", 10, 20, 7, 7)])
+    assert tracker.should_skip("k", 5, 15)
+    assert tracker.should_skip("k", 7, 10)
+    assert not tracker.should_skip("k", 8, 15)  # read after the session's last fragment
+    assert not tracker.should_skip("k", 5, 21)  # outside the event-time span
+    assert not tracker.should_skip("k", 5, 9)
+    assert not tracker.should_skip("other", 5, 15)
+
+
+def test_a_new_session_starting_at_the_end_fragments_millisecond_is_not_skipped() -> None:
+    # The session's END is at offset 5, ts 20; a fragment read later (offset 7) with an
+    # earlier event time also belonged to it.  Offset 6 at ts 20 sorts after the END.
+    entry = IgnoreEntry("k", 10, 20, last_offset=7, tail_offset=5)
+    tracker = SafeOffsetTracker(ignore=[entry])
+    assert tracker.should_skip("k", 7, 12)
+    assert tracker.should_skip("k", 4, 20)
+    assert not tracker.should_skip("k", 6, 20)
+
+
+def test_ignore_list_drops_sessions_wholly_before_the_safe_offset() -> None:
+    tracker = SafeOffsetTracker()
+    tracker.session_opened("open", 4, stream_time_before=0)
+    tracker.session_opened("done", 1, stream_time_before=0)
+    tracker.session_finished(1, IgnoreEntry("done", 0, 5, 3, 3))
+    tracker.session_opened("later", 5, stream_time_before=0)
+    tracker.session_finished(5, IgnoreEntry("later", 6, 9, 6, 6))
+    tracker.advance(7, stream_time_ms=9)
+    assert [e.key for e in tracker.ignore_list()] == ["later"]
+    assert not tracker.should_skip("done", 2, 4)
