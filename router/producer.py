@@ -35,7 +35,7 @@ class ProducerConfig:
     num_streams: int
     linger_ms: int = 20
     batch_size: int = 256 * 1024
-    compression: Compression = "gzip"
+    compression: Compression = "lz4"
     # No stream's time may lag the producer's by more than this: a stream whose own
     # latest event time is further behind gets a watermark.  Event time (not the
     # wall clock) keeps replays identical.

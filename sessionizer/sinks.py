@@ -79,7 +79,7 @@ class KafkaSink:
             acks="all",
             enable_idempotence=True,
             linger_ms=20,
-            compression_type="gzip",
+            compression_type="lz4",
             client_id=client_id,
         )
 

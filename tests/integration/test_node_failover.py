@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from router.formats import parse_line
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.helpers import DATA
+from tests.integration.helpers import DATA, cli, cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 16
@@ -69,6 +70,7 @@ def test_a_node_dies_mid_run_and_the_output_is_still_exact(
         _produce(connection, fragments[half:], end=True)
         wait_for(lambda: settled(zk, connection, ["n1", "n3"], streams), 120, "failover")
 
+        _check_status_and_sessions_commands(connection, survivors=["n1", "n3"])
         resumed = [
             e
             for name in ("n1", "n3")
@@ -84,3 +86,22 @@ def test_a_node_dies_mid_run_and_the_output_is_still_exact(
     assert resumed, "the victim's streams were never resumed by the survivors"
     if fault == signal.SIGTERM:
         assert result.duplicates == 0  # a clean stop commits before releasing
+
+
+def _check_status_and_sessions_commands(connection: ConnectionConfig, survivors: list[str]) -> None:
+    """`status --json` and `sessions --json` as DESIGN section 11 specifies them."""
+    conn = {"zk": connection.zk, "bootstrap": connection.bootstrap, "app": connection.app}
+    status = cli_json("status", "--json", **conn)
+    assert status["app"] == connection.app
+    assert sorted(c["id"] for c in status["consumers"]) == survivors
+    assert sum(len(c["streams"]) for c in status["consumers"]) == STREAMS
+    columns = {"name", "owner", "safe_offset", "committed_offset", "end_offset",
+               "open_sessions", "ignored"}  # fmt: skip
+    for row in status["streams"]:
+        assert columns <= set(row)
+        assert row["owner"] in survivors and row["committed_offset"] == row["end_offset"]
+        assert row["open_sessions"] == 0  # end of input closed every session
+    code, out, err = cli("sessions", "--json", **conn)
+    assert code == 0, err
+    sessions = [json.loads(line) for line in out.splitlines()]
+    assert len({s["session_id"] for s in sessions}) == len(sessions) > 0

@@ -1,0 +1,70 @@
+"""The ZooKeeper state store on real ZooKeeper: fencing and the size guard."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.paths import AppPaths
+from framework.zookeeper import zookeeper_client
+from state.errors import FencedError, StateTooLargeError
+from state.record import IgnoreEntry, StreamState
+from state.store import FencedStateStore
+from state.zookeeper_store import ZooKeeperRecords
+
+pytestmark = pytest.mark.integration
+STREAM = "s.stream.0000"
+
+
+def _take(client, path: str) -> int:
+    """What the balancer does on taking a stream: rewrite the same bytes, bumping the version."""
+    data, stat = client.get(path)
+    return client.set(path, data, version=stat.version).version
+
+
+def test_a_stale_owner_cannot_commit_and_the_stored_state_is_unchanged(
+    zk_hosts: str, app: str
+) -> None:
+    paths = AppPaths(app)
+    with zookeeper_client(zk_hosts) as client:
+        client.create(paths.stream_state(STREAM), b"", makepath=True)
+        records = ZooKeeperRecords(client, paths.stream_states)
+        old, new = FencedStateStore(records), FencedStateStore(records)
+
+        old_epoch = _take(client, paths.stream_state(STREAM))
+        state = old.load(STREAM, old_epoch)
+        old.commit(STREAM, StreamState(STREAM, old_epoch, safe_offset=10, committed_offset=20))
+
+        new_epoch = _take(client, paths.stream_state(STREAM))  # another node takes the stream
+        taken = new.load(STREAM, new_epoch)
+        assert (taken.safe_offset, taken.committed_offset) == (10, 20)
+        new.commit(STREAM, StreamState(STREAM, new_epoch, safe_offset=30, committed_offset=40))
+        before = client.get(paths.stream_state(STREAM))
+
+        with pytest.raises(FencedError, match=STREAM) as raised:
+            old.commit(STREAM, StreamState(STREAM, old_epoch, safe_offset=12, committed_offset=25))
+        assert "another node has taken the stream" in str(raised.value)
+        after = client.get(paths.stream_state(STREAM))
+        assert after[0] == before[0] and after[1].version == before[1].version
+        stored = StreamState.decode(after[0], stream=STREAM)
+        assert (stored.safe_offset, stored.epoch) == (30, new_epoch)
+        assert state.safe_offset == 0
+
+
+def test_an_oversized_state_is_refused_with_a_clear_error_and_nothing_written(
+    zk_hosts: str, app: str
+) -> None:
+    paths = AppPaths(app)
+    with zookeeper_client(zk_hosts) as client:
+        client.create(paths.stream_state(STREAM), b"", makepath=True)
+        store = FencedStateStore(ZooKeeperRecords(client, paths.stream_states), limit_bytes=4096)
+        epoch = _take(client, paths.stream_state(STREAM))
+        store.load(STREAM, epoch)
+        ignore = tuple(
+            IgnoreEntry(f"198.51.100.{i % 250}|agent-{i}", i, i + 1, 100 + i, 100 + i)
+            for i in range(2000)
+        )
+        huge = StreamState(STREAM, epoch, safe_offset=5, committed_offset=5000, ignore=ignore)
+        with pytest.raises(StateTooLargeError, match=rf"{STREAM}.*over the limit of 4096 bytes"):
+            store.commit(STREAM, huge)
+        data, stat = client.get(paths.stream_state(STREAM))
+        assert data == b"" and stat.version == epoch
