@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -32,6 +32,7 @@ __all__ = [
     "ClaimsSnapshot",
     "MemberGroup",
     "MemberProcess",
+    "ProcessGroup",
     "balanced",
     "claims_by_owner",
     "ownership_violations",
@@ -125,37 +126,33 @@ class MemberProcess:
         return self.process.wait(timeout=timeout)
 
 
-class MemberGroup:
-    """Spawns members of one app; on exit every process still running is killed and reaped."""
+class ProcessGroup:
+    """Named processes of one test or benchmark; on exit every one still running is killed.
 
-    def __init__(
-        self,
-        zk_hosts: str,
-        app: str,
-        directory: Path,
-        *,
-        session_timeout: float = 4.0,
-    ) -> None:
-        self.zk_hosts = zk_hosts
-        self.app = app
+    Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
+    `<directory>/<name>.<n>.jsonl`; the child imports this repository's packages
+    however the parent was started.
+    """
+
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.session_timeout = session_timeout
         self.members: dict[str, MemberProcess] = {}
 
-    def start(self, node: str, *, drain: float | None = None) -> MemberProcess:
-        """Spawn one member with id `node`."""
-        log_path = self.directory / f"{node}.{len(self.members)}.jsonl"
-        command = [sys.executable, "-m", "balancer.member", "--zk", self.zk_hosts]
-        command += ["--app", self.app, "--id", node, "--session-timeout", str(self.session_timeout)]
-        if drain is not None:
-            command += ["--drain", str(drain)]
-        with log_path.open("wb") as out, (self.directory / f"{node}.err").open("ab") as err:
-            process = subprocess.Popen(command, stdout=out, stderr=err, env=_child_env())
-        member = MemberProcess(node, process, log_path)
-        self.members[node] = member
+    def spawn(self, name: str, command: list[str], *, log_stderr: bool = False) -> MemberProcess:
+        """Start `command` as member `name`."""
+        log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
+        with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
+            stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=_child_env())
+        member = MemberProcess(name, process, log_path)
+        self.members[name] = member
         return member
 
-    def __enter__(self) -> MemberGroup:
+    def running(self) -> list[str]:
+        """Names of the members whose process still runs."""
+        return [n for n, m in self.members.items() if m.process.poll() is None]
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -172,8 +169,36 @@ class MemberGroup:
             member.process.wait()
 
 
+class MemberGroup(ProcessGroup):
+    """`balancer.member` processes of one app."""
+
+    def __init__(
+        self,
+        zk_hosts: str,
+        app: str,
+        directory: Path,
+        *,
+        session_timeout: float = 4.0,
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        super().__init__(directory)
+        self.zk_hosts = zk_hosts
+        self.app = app
+        self.session_timeout = session_timeout
+        self.extra_args = list(extra_args)
+
+    def start(self, node: str, *, drain: float | None = None) -> MemberProcess:
+        """Spawn one member with id `node`."""
+        command = [
+            sys.executable, "-m", "balancer.member", "--zk", self.zk_hosts, "--app", self.app,
+            "--id", node, "--session-timeout", str(self.session_timeout), *self.extra_args,
+        ]  # fmt: skip
+        if drain is not None:
+            command += ["--drain", str(drain)]
+        return self.spawn(node, command)
+
+
 def _child_env() -> dict[str, str]:
-    # The members import this repository's packages however the parent was started.
     root = str(Path(__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}

@@ -7,19 +7,15 @@ that no stream's stored offsets ever move backwards while faults happen.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from balancer.testing import MemberProcess, balanced
+from balancer.testing import MemberProcess, ProcessGroup, balanced
 from framework.config import ConnectionConfig
 from framework.progress import end_offsets, read_states
 from framework.zookeeper import zookeeper_client
@@ -28,7 +24,6 @@ from router.naming import stream_name
 __all__ = ["NodeGroup", "StateObserver", "caught_up", "settled", "streams_of"]
 
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def streams_of(app: str, count: int) -> list[str]:
@@ -36,8 +31,8 @@ def streams_of(app: str, count: int) -> list[str]:
     return [stream_name(app, i) for i in range(count)]
 
 
-class NodeGroup:
-    """Spawns `sessionizer node` processes; on exit every one still running is killed."""
+class NodeGroup(ProcessGroup):
+    """`sessionizer node` processes of one app; their structlog JSON goes to the logs."""
 
     def __init__(
         self,
@@ -47,50 +42,25 @@ class NodeGroup:
         *,
         session_timeout: float = 4.0,
     ) -> None:
+        super().__init__(directory)
         self.connection = connection
-        self.directory = directory
         self.processor = processor
         self.session_timeout = session_timeout
-        self.nodes: dict[str, MemberProcess] = {}
+
+    @property
+    def nodes(self) -> dict[str, MemberProcess]:
+        """The nodes started so far, by id."""
+        return self.members
 
     def start(self, node: str, *extra: str) -> MemberProcess:
-        """Spawn node `node`; its structlog JSON lines go to `<dir>/<node>.jsonl`."""
-        log_path = self.directory / f"{node}.{len(self.nodes)}.jsonl"
+        """Spawn node `node` (extra CLI flags may follow)."""
         command = [
             SESSIONIZER, "node", "--processor", self.processor, "--id", node,
             "--zk", self.connection.zk, "--bootstrap", self.connection.bootstrap,
             "--app", self.connection.app, "--session-timeout", str(self.session_timeout),
             *extra,
         ]  # fmt: skip
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=log, env=_node_env()
-            )
-        self.nodes[node] = MemberProcess(node, process, log_path)
-        return self.nodes[node]
-
-    def running(self) -> list[str]:
-        """Ids of nodes whose process still runs."""
-        return [n for n, m in self.nodes.items() if m.process.poll() is None]
-
-    def __enter__(self) -> NodeGroup:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        for node in self.nodes.values():
-            node.send(signal.SIGCONT)
-            node.send(signal.SIGKILL)
-        for node in self.nodes.values():
-            node.process.wait()
-
-
-def _node_env() -> dict[str, str]:
-    # Processors defined in the project tree (e.g. tests/...) must import in the nodes.
-    path = os.environ.get("PYTHONPATH")
-    root = str(ROOT)
-    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
+        return self.spawn(node, command, log_stderr=True)
 
 
 def caught_up(client: KazooClient, connection: ConnectionConfig, streams: Iterable[str]) -> bool:

@@ -16,6 +16,8 @@ from state.record import StreamState
 
 __all__ = ["end_offsets", "read_states", "state_columns"]
 
+_END_OFFSETS_TIMEOUT_MS = 10_000
+
 
 def read_states(
     client: KazooClient, paths: AppPaths, streams: Iterable[str]
@@ -42,7 +44,8 @@ def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
         client_id="sessionizer-status",
     )
     try:
-        return {tp.topic: offset for tp, offset in consumer.end_offsets(partitions).items()}
+        ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)
+        return {tp.topic: offset for tp, offset in ends.items()}
     finally:
         consumer.close()
 

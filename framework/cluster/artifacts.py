@@ -1,4 +1,4 @@
-"""Resolve the Kafka and ZooKeeper server jars with Maven into a local cache."""
+"""Resolve the server jars (Kafka, ZooKeeper, Spark's Kafka source) with Maven into a cache."""
 
 from __future__ import annotations
 
@@ -20,15 +20,16 @@ __all__ = [
     "resolve_artifacts",
 ]
 
-_PROFILES = ("kafka", "zookeeper")
+_PROFILES = ("kafka", "zookeeper", "spark")
 
 
 @dataclass(frozen=True)
 class Artifacts:
-    """Directories holding each server's classpath jars."""
+    """Directories holding each server's classpath jars (`spark`: jars for `spark.jars`)."""
 
     kafka: Path
     zookeeper: Path
+    spark: Path
 
     def classpath(self, profile: str) -> str:
         """A `java -cp` wildcard classpath for one server kind."""
@@ -77,7 +78,7 @@ def resolve_artifacts(cache_dir: Path | None = None, *, quiet: bool = False) -> 
     """
     pom = find_pom()
     root = _cache_root(cache_dir, pom)
-    artifacts = Artifacts(kafka=root / "kafka", zookeeper=root / "zookeeper")
+    artifacts = Artifacts(kafka=root / "kafka", zookeeper=root / "zookeeper", spark=root / "spark")
     for profile in _PROFILES:
         target: Path = getattr(artifacts, profile)
         if (target / ".complete").exists():
@@ -117,4 +118,8 @@ def _run_maven(pom: Path, profile: str, target: Path, *, quiet: bool) -> None:
 if __name__ == "__main__":
     # `python -m framework.cluster.artifacts`: fetch the jars ahead of the first cluster start.
     resolved = resolve_artifacts()
-    print(f"kafka jars: {resolved.kafka}\nzookeeper jars: {resolved.zookeeper}", file=sys.stderr)
+    print(
+        f"kafka jars: {resolved.kafka}\nzookeeper jars: {resolved.zookeeper}\n"
+        f"spark jars: {resolved.spark}",
+        file=sys.stderr,
+    )
