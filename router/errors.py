@@ -26,6 +26,7 @@ MalformedReason = Literal[
     "not-sshd",
     "bad-json",
     "missing-key",
+    "unencodable",
 ]
 
 

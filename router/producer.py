@@ -20,7 +20,13 @@ from router.naming import stream_name
 from router.provisioning import verify_stream_topics
 from router.wire import Watermark, encode_fragment, encode_watermark
 
-__all__ = ["Compression", "ProducerConfig", "ProducerStats", "StreamProducer"]
+__all__ = [
+    "Compression",
+    "EncodedFragment",
+    "ProducerConfig",
+    "ProducerStats",
+    "StreamProducer",
+]
 
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
 _log = structlog.get_logger("sessionizer.producer")
@@ -58,6 +64,16 @@ class ProducerConfig:
             "compression_type": None if self.compression == "none" else self.compression,
             "client_id": f"{self.app}-producer",
         }
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedFragment:
+    """A fragment ready to send: its stream index and record bytes."""
+
+    stream: int
+    key: bytes
+    value: bytes
+    timestamp_ms: int
 
 
 @dataclass
@@ -109,10 +125,19 @@ class StreamProducer:
         self._stream_max_ms = [-1] * config.num_streams  # latest event time sent per stream
         self._producer = KafkaProducer(**config.kafka_settings())
 
+    def encode(self, fragment: ParsedFragment) -> EncodedFragment:
+        """Route and encode a fragment; raises `MalformedLine("unencodable")`."""
+        key, value = encode_fragment(fragment)
+        stream = stream_for_key(fragment.key, self.config.num_streams)
+        return EncodedFragment(stream, key, value, fragment.timestamp_ms)
+
     def send(self, fragment: ParsedFragment) -> None:
         """Send one fragment to its stream (asynchronously; see `flush`)."""
-        stream = stream_for_key(fragment.key, self.config.num_streams)
-        key, value = encode_fragment(fragment)
+        self.send_encoded(self.encode(fragment))
+
+    def send_encoded(self, fragment: EncodedFragment) -> None:
+        """Send a fragment `encode` prepared."""
+        stream, key, value = fragment.stream, fragment.key, fragment.value
         future = self._producer.send(
             self._topics[stream],
             key=key,

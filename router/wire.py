@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 
-from router.errors import UndecodableRecord
+from router.errors import MalformedLine, UndecodableRecord
 from router.fragment import ParsedFragment
 
 __all__ = [
@@ -39,8 +39,17 @@ class Watermark:
 
 
 def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
-    """Return the (key, value) bytes of a fragment record."""
-    return fragment.key.encode("utf-8"), msgpack.packb(fragment.fields, use_bin_type=True)
+    """Return the (key, value) bytes of a fragment record.
+
+    Raises `MalformedLine("unencodable")` for fields msgpack cannot carry (an
+    integer beyond 64 bits, an unpaired surrogate, a non-string map key...).
+    """
+    try:
+        key = fragment.key.encode("utf-8")
+        value = msgpack.packb(fragment.fields, use_bin_type=True)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise MalformedLine("unencodable", f"{type(exc).__name__}: {exc}") from exc
+    return key, value
 
 
 def encode_watermark(watermark: Watermark) -> tuple[bytes, list[tuple[str, bytes]]]:

@@ -93,3 +93,27 @@ def test_produce_without_streams_says_what_to_do(
         "generate", "--sessions", "1", zk=zk_hosts, bootstrap=kafka_bootstrap, app=app
     )
     assert code == 2 and "streams create" in err
+
+
+def test_malformed_jsonl_lines_are_counted_by_reason_and_never_crash(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path
+) -> None:
+    conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "2", **conn)
+    lines = [
+        '{"key": "a", "ts": 1000, "page": "/"}',
+        '{"key": "a", "ts": 2000, "huge": 1180591620717411303424}',  # 2**70: no msgpack int
+        "{not json",
+        '{"ts": 5}',
+        '{"key": "b", "ts": "yesterday"}',
+        "",
+        '{"key": "b", "ts": "2015-05-17T10:05:00Z"}',
+    ]
+    path = tmp_path / "input.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    stats = cli_json("produce", str(path), "--format", "jsonl", "--json", **conn)
+    assert stats == {
+        "read": 7, "parsed": 2, "rejected": 5, "sent": 2,
+        "reasons": {"bad-json": 1, "bad-timestamp": 1, "empty": 1, "missing-key": 1,
+                    "unencodable": 1},
+    }  # fmt: skip
