@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ConnectionConfig", "SessionizerError", "StreamProcessor"]
+__all__ = ["ConnectionConfig", "Node", "NodeConfig", "SessionizerError", "StreamProcessor"]
 
 _EXPORTS = {
     "ConnectionConfig": "framework.config",
+    "Node": "framework.node.node",
+    "NodeConfig": "framework.node.config",
     "SessionizerError": "framework.errors",
     "StreamProcessor": "sessionizer.processor",
 }
