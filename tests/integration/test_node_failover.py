@@ -17,6 +17,7 @@ from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.errors import MalformedLine
 from router.formats import parse_line
+from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
@@ -105,3 +106,25 @@ def _check_status_and_sessions_commands(connection: ConnectionConfig, survivors:
     assert code == 0, err
     sessions = [json.loads(line) for line in out.splitlines()]
     assert len({s["session_id"] for s in sessions}) == len(sessions) > 0
+
+
+def test_at_most_once_delivery_never_duplicates_even_after_kill_9(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+) -> None:
+    connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
+    provision_streams(connection, STREAMS)
+    streams = streams_of(app, STREAMS)
+    fragments = list(generate_fragments(1500, seed=21))
+    half = len(fragments) // 2
+    with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
+        for node in ("n1", "n2"):
+            group.start(node, "--delivery", "at-most-once")
+        _produce(connection, fragments[:half], end=False)
+        wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 120, "catch-up")
+        group.nodes["n2"].send(signal.SIGKILL)
+        _produce(connection, fragments[half:], end=True)
+        wait_for(lambda: settled(zk, connection, ["n1"], streams), 120, "failover")
+    written = read_sessions(kafka_bootstrap, app, deduplicate=False)
+    result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+    print(f"\nat-most-once: {result.line()}")
+    assert result.duplicates == 0 and result.extra == 0 and result.conflicting_duplicates == 0
