@@ -110,6 +110,11 @@ def _run_maven(pom: Path, profile: str, target: Path, *, quiet: bool) -> None:
             f"Maven could not resolve the {profile} artifacts (exit {result.returncode}); "
             "check network access to Maven Central:\n" + "\n".join(tail)
         )
+    if not staging.is_dir() or not any(staging.glob("*.jar")):
+        raise ClusterError(
+            f"Maven resolved no jars for profile {profile!r} of {pom}; "
+            "does the pom define that profile?"
+        )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     (target / ".complete").write_text(pom.read_text())
