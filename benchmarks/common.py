@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.cluster import LocalCluster
+from framework.logging import configure_logging
 
 __all__ = ["OUT", "Servers", "machine", "print_table", "progress", "servers", "write_json"]
 
@@ -31,6 +32,8 @@ class Servers:
 @contextmanager
 def servers(brokers: int = 1) -> Iterator[Servers]:
     """`SESSIONIZER_ZK`/`SESSIONIZER_BOOTSTRAP` when set, else a fresh `LocalCluster`."""
+    # Benchmarks print tables on stdout; logs go to stderr, and only what matters.
+    configure_logging("warning")
     zk, bootstrap = os.environ.get("SESSIONIZER_ZK"), os.environ.get("SESSIONIZER_BOOTSTRAP")
     if zk and bootstrap:
         yield Servers(zk, bootstrap)
