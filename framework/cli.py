@@ -34,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_parser()
     for name in _COMMANDS:
-        try:
-            module = importlib.import_module(f"framework.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"framework.commands.{name}":
-                raise
-            continue  # a command not built yet is simply absent from --help
-        module.add_parser(subparsers, common)
+        importlib.import_module(f"framework.commands.{name}").add_parser(subparsers, common)
     return parser
 
 
