@@ -18,8 +18,9 @@ from kazoo.client import KazooClient
 from balancer.status import format_table, snapshot
 from balancer.testing import claims_by_owner
 from framework.cluster import LocalCluster, wait_until
-from framework.cluster.artifacts import artifacts_cached
+from framework.cluster.artifacts import artifacts_cached, resolve_artifacts
 from framework.config import ConnectionConfig
+from framework.errors import SessionizerError
 from framework.harness import NodeGroup, settled, streams_of
 from framework.progress import state_columns
 from framework.provision import provision_streams
@@ -31,14 +32,19 @@ from router.formats import Format, parse_line
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
+from router.naming import sessions_topic
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
-__all__ = ["DemoPlan", "run_demo"]
+__all__ = ["DemoError", "DemoPlan", "run_demo"]
 
 PROCESSOR = "sessionizer.examples.weblog:WebSessions"
 NODES = ("n1", "n2", "n3")
 VICTIM = "n2"
+
+
+class DemoError(SessionizerError):
+    """The demo's own cross-checks disagree."""
 
 
 @dataclass(frozen=True)
@@ -67,17 +73,27 @@ def run_demo(plan: DemoPlan) -> Verification:
     with ExitStack() as stack:
         if not artifacts_cached():
             say("first run: resolving Kafka and ZooKeeper jars from Maven Central (~60 MB)...")
-        say(f"[1/6] starting ZooKeeper and Kafka under {plan.directory} ...")
+        say(f"[1/7] starting ZooKeeper and Kafka under {plan.directory} ...")
         cluster = stack.enter_context(LocalCluster(plan.directory / "cluster"))
         connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, plan.app)
-        say(f"[2/6] creating {plan.streams} streams for app {plan.app!r} ...")
+        say(f"[2/7] creating {plan.streams} streams for app {plan.app!r} ...")
         provision_streams(connection, plan.streams)
         group = stack.enter_context(
             NodeGroup(connection, plan.directory, PROCESSOR, session_timeout=plan.session_timeout)
         )
         zk = stack.enter_context(zookeeper_client(connection.zk))
         verification = _story(plan, connection, group, zk, fragments)
+        group.close()  # the nodes are done; free the cores for Spark
+        say(f"[7/7] aggregating the sessions with PySpark (--once) into {plan.directory} ...")
+        report = _aggregate(connection, plan.directory / "aggregates")
     say("stopped every node and server the demo started")
+    say(report.table)
+    say(f"chart: {report.chart}")
+    if report.sessions != verification.sessions_found:
+        raise DemoError(
+            f"the aggregation counted {report.sessions} sessions, "
+            f"the verification {verification.sessions_found}"
+        )
     return verification
 
 
@@ -89,25 +105,48 @@ def _story(
     fragments: list[ParsedFragment],
 ) -> Verification:
     streams = streams_of(connection.app, plan.streams)
-    say(f"[3/6] starting {len(NODES)} nodes ({PROCESSOR}); logs in {plan.directory}")
+    say(f"[3/7] starting {len(NODES)} nodes ({PROCESSOR}); logs in {plan.directory}")
     for node in NODES:
         group.start(node)
     half = len(fragments) // 2
-    say(f"[4/6] producing the first {half:,} of {len(fragments):,} fragments ...")
+    say(f"[4/7] producing the first {half:,} of {len(fragments):,} fragments ...")
     _produce(connection, plan.streams, fragments[:half], end=False)
     _watch(zk, connection, lambda: settled(zk, connection, list(NODES), streams), plan)
     _show_table(zk, connection)
     owned = sorted(claims_by_owner(zk, connection.paths).get(VICTIM, set()))
-    say(f"[5/6] kill -9 {VICTIM} (it owns {len(owned)} streams, with sessions open) ...")
+    say(f"[5/7] kill -9 {VICTIM} (it owns {len(owned)} streams, with sessions open) ...")
     group.nodes[VICTIM].send(signal.SIGKILL)
     say(f"      producing the remaining {len(fragments) - half:,} fragments, end of input")
     _produce(connection, plan.streams, fragments[half:], end=True)
     survivors = [n for n in NODES if n != VICTIM]
     _watch(zk, connection, lambda: settled(zk, connection, survivors, streams), plan)
     _show_table(zk, connection)
-    say("[6/6] checking the finished sessions against the batch definition ...")
+    say("[6/7] checking the finished sessions against the batch definition ...")
     written = read_sessions(connection.bootstrap, connection.app, deduplicate=False)
     return verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+
+
+@dataclass(frozen=True)
+class AggregateReport:
+    """What the demo prints of the aggregation."""
+
+    table: str
+    chart: Path
+    sessions: int
+
+
+def _aggregate(connection: ConnectionConfig, out: Path) -> AggregateReport:
+    # Imported here: pyspark is heavy and only this step needs it.
+    from sessionizer.aggregation.config import AggregateJob, SparkSettings
+    from sessionizer.aggregation.figures import format_table
+    from sessionizer.aggregation.runner import run_once
+    from sessionizer.aggregation.spark_session import kafka_source_jars, spark_session
+
+    job = AggregateJob(connection.bootstrap, sessions_topic(connection.app), out)
+    settings = SparkSettings(jars=kafka_source_jars(resolve_artifacts().spark))
+    with spark_session(settings) as spark:
+        aggregates = run_once(spark, job, say=lambda line: say("      " + line))
+    return AggregateReport(format_table(aggregates), job.chart_path, aggregates.total_sessions)
 
 
 def _input(plan: DemoPlan) -> list[ParsedFragment]:

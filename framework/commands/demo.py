@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
 from framework.demo import DemoPlan, run_demo, say
@@ -29,7 +28,12 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     parser.add_argument("--streams", type=int, default=16, help="number of streams (default 16)")
     parser.add_argument("--log", type=Path, help="replay this log file instead of generating")
     parser.add_argument("--format", choices=FORMATS, default="apache", help="format of --log")
-    parser.add_argument("--dir", type=Path, help="keep servers' data and logs here")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("demo-output"),
+        help="servers' data, node logs, the aggregates and the chart (default: ./demo-output)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -37,15 +41,14 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo; exit 1 if the verification found a lost or changed session."""
     if args.log is not None and not args.log.is_file():
         raise ConfigError(f"--log {args.log} is not a file")
-    with tempfile.TemporaryDirectory(prefix="sessionizer-demo-") as scratch:
-        plan = DemoPlan(
-            directory=(args.dir or Path(scratch)).resolve(),
-            streams=args.streams,
-            sessions=args.sessions,
-            seed=args.seed,
-            log=args.log,
-            log_format=args.format,
-        )
-        verification = run_demo(plan)
+    plan = DemoPlan(
+        directory=args.dir.resolve(),
+        streams=args.streams,
+        sessions=args.sessions,
+        seed=args.seed,
+        log=args.log,
+        log_format=args.format,
+    )
+    verification = run_demo(plan)
     say(verification.line())
     return 0 if verification.exact else 1

@@ -46,4 +46,7 @@ def test_demo_verifies_its_output_and_leaves_nothing_running(tmp_path: Path, sou
     if source == "apache_logs":
         assert sent == 9999
     assert "kill -9 n2" in result.stdout
+    assert f"total sessions: {found}" in result.stdout  # Spark's count agrees
+    chart = directory / "aggregates" / "sessions_per_hour.png"
+    assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 10_000
     assert _leftovers(directory) == []
