@@ -7,6 +7,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from kafka.errors import KafkaError
+from kazoo.exceptions import KazooException
+
 from framework.commands.options import common_parser
 from framework.errors import SessionizerError
 from framework.logging import configure_logging
@@ -46,6 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except SessionizerError as exc:
         print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (KafkaError, KazooException) as exc:
+        # A last resort: commands wrap these where they can say more.
+        print(
+            f"sessionizer {args.command}: error: the cluster did not answer ({exc!r}); "
+            "check --zk / --bootstrap (or SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP) and that "
+            "the servers are up",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return 130

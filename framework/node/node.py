@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import TypeVar
 
 import structlog
 from kafka import KafkaConsumer, TopicPartition
@@ -24,6 +25,7 @@ from balancer.balancer import Balancer
 from balancer.config import BalancerConfig
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
+from framework.errors import ConfigError
 from framework.node.config import NodeConfig
 from framework.node.loader import load_processor
 from framework.node.stats import NodeStats
@@ -41,6 +43,7 @@ from state.zookeeper_store import ZooKeeperRecords
 __all__ = ["Node"]
 
 log = structlog.get_logger("sessionizer.node")
+T = TypeVar("T")
 
 
 class Node:
@@ -82,21 +85,21 @@ class Node:
             self._store = FencedStateStore(
                 ZooKeeperRecords(self._client, connection.paths.stream_states)
             )
-            self._consumer = KafkaConsumer(
+            self._consumer = self._connect_kafka(lambda: KafkaConsumer(
                 bootstrap_servers=connection.bootstrap,
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 client_id=f"{connection.app}-{self.config.node_id}",
-            )
+            ))  # fmt: skip
             stack.callback(self._consumer.close)
             if self._sink is None:
-                sink = KafkaSink(
+                sink = self._connect_kafka(lambda: KafkaSink(
                     connection.bootstrap,
                     sessions_topic(connection.app),
                     deadletter_topic(connection.app),
                     client_id=f"{connection.app}-{self.config.node_id}-sink",
-                )
+                ))  # fmt: skip
                 stack.callback(sink.close)
                 self._sink = sink
             self._balancer = Balancer(self._balancer_config(), self, client=self._client)
@@ -108,6 +111,16 @@ class Node:
             finally:
                 self._balancer.close()  # commits what is still held (on_revoked), then releases
         self._log.info("node_stopped", **self.stats.totals(self._tasks.values()))
+
+    def _connect_kafka(self, connect: Callable[[], T]) -> T:
+        try:
+            return connect()
+        except KafkaError as exc:
+            raise ConfigError(
+                f"node {self.config.node_id}: cannot reach Kafka at "
+                f"{self.config.connection.bootstrap} ({exc}); is the cluster up and "
+                "--bootstrap / SESSIONIZER_BOOTSTRAP right?"
+            ) from exc
 
     def _balancer_config(self) -> BalancerConfig:
         connection = self.config.connection
