@@ -28,6 +28,7 @@ test: lint
 	$(BIN)/pytest
 
 bench: install
+	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python -m benchmarks.run_all
 
 clean:

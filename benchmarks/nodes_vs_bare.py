@@ -1,0 +1,298 @@
+"""Scenario 2: 1, 2 and 4 nodes sessionizing a workload against as many bare kafka-python readers.
+
+    .venv/bin/python -m benchmarks.nodes_vs_bare [--workload apache|generated|both]
+        [--fragments 1000000] [--streams 64] [--nodes 1 2 4]
+
+Each workload is produced once (`StreamProducer`, end-of-input watermark) to
+its own app.  Then, on those same topics, for each node count N:
+
+- bare: N `benchmarks.bare_reader` processes, each assigned every N-th stream,
+  started together, reading from offset 0 to the end (fetch + record decoding
+  only: the ceiling for this client with N processes);
+- nodes: N `sessionizer node --processor sessionizer.examples.weblog:WebSessions`
+  processes (default flags: commit every 1 s, at-least-once), started together
+  on a fresh ZooKeeper state of the app; timed from the first stream a node
+  resumed to the moment ZooKeeper shows every stream's committed read position
+  at its end offset (so up to one commit interval of the time is waiting for
+  the last commit).  Every session they wrote is checked against the batch
+  definition (`exact`: nothing lost, nothing extra).
+
+`ratio` is the nodes' fragments/s over the bare readers' at the same N: the
+headline.  `cores_busy` is the whole machine's average over the run (Kafka and
+ZooKeeper included): near the core count, the machine is the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import progress, write_json
+from benchmarks.measure import (
+    BenchCluster,
+    CpuSampler,
+    CpuTimes,
+    StateWatch,
+    bench_cluster,
+    cpu_seconds,
+    delete_app,
+    end_offset,
+    load_average,
+    process_io,
+    read_json_topic,
+    reset_app,
+)
+from benchmarks.tables import show
+from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
+from framework.config import ConnectionConfig
+from framework.harness import NodeGroup, streams_of
+from framework.progress import end_offsets
+from framework.verify import verify_sessions
+from router.naming import sessions_topic
+
+__all__ = ["WEBLOG", "main", "new_connection", "run_bare", "run_nodes"]
+
+WEBLOG = "sessionizer.examples.weblog:WebSessions"
+
+
+def new_connection(cluster: BenchCluster, prefix: str) -> ConnectionConfig:
+    """A fresh app on the run's cluster."""
+    return ConnectionConfig(cluster.zk, cluster.bootstrap, f"{prefix}{uuid.uuid4().hex[:8]}")
+
+
+def run_bare(cluster: BenchCluster, streams: list[str], readers: int) -> dict[str, Any]:
+    """N bare reader processes over the streams (reader i takes streams i, i+N, ...)."""
+    start_at = time.time() + 2.0 + 0.7 * readers  # after every interpreter has started
+    processes = [
+        subprocess.Popen(
+            [
+                *(sys.executable, "-m", "benchmarks.bare_reader"),
+                *("--bootstrap", cluster.bootstrap, "--start-at", str(start_at)),
+                *streams[i::readers],
+            ],
+            stdout=subprocess.PIPE,
+            env=_child_env(),
+        )
+        for i in range(readers)
+    ]
+    time.sleep(max(0.0, start_at - time.time()))
+    before = CpuTimes.now()
+    try:
+        outputs = [json.loads(p.communicate(timeout=3600)[0]) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    after, now = CpuTimes.now(), time.time()
+    return {
+        "records": sum(o["records"] for o in outputs),
+        "seconds": max(o["finished"] for o in outputs) - start_at,
+        "cpu_s": sum(o["cpu_s"] for o in outputs),
+        "cores_busy": before.cores_busy(after, now - start_at),
+    }
+
+
+def _child_env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
+
+
+def _at(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"]).timestamp()
+
+
+def run_nodes(
+    cluster: BenchCluster,
+    produced: Produced,
+    workload: Workload,
+    nodes: int,
+    directory: Path,
+    *,
+    extra: tuple[str, ...] = (),
+    session_timeout: float = 10.0,
+    timeout: float = 3600.0,
+) -> dict[str, Any]:
+    """N nodes sessionize the app's streams from a fresh state; measured and verified."""
+    connection = produced.connection
+    reset_app(connection, produced.streams)
+    streams = streams_of(connection.app, produced.streams)
+    ends = end_offsets(connection.bootstrap, streams)
+    records = sum(ends.values())
+    topic = sessions_topic(connection.app)
+    first_session = end_offset(connection.bootstrap, topic)
+    ids = [f"n{i + 1}" for i in range(nodes)]
+    zk_written_before = process_io(cluster.zk_pid).get("write_bytes") if cluster.zk_pid else None
+    interval = max(0.1, len(streams) / 640)  # bounds the watch's own load on ZooKeeper
+    run_dir = directory / f"nodes{nodes}-{uuid.uuid4().hex[:6]}"
+    run_dir.mkdir(parents=True)
+    with (
+        CpuSampler() as cpu,
+        StateWatch(cluster.zk, connection, streams, ends, ids, interval) as watch,
+        NodeGroup(connection, run_dir, WEBLOG, session_timeout=session_timeout) as group,
+    ):
+        spawned = time.time()
+        for node in ids:
+            group.start(node, *extra)
+        last_report = time.monotonic()
+        while watch.caught_up_at is None:
+            watch.check()
+            dead = [n for n in ids if group.nodes[n].process.poll() is not None]
+            if dead:
+                raise RuntimeError(f"node(s) {dead} exited early; logs in {run_dir}")
+            if time.time() - spawned > timeout:
+                raise TimeoutError(f"{nodes} node(s) did not catch up within {timeout:.0f} s")
+            if time.monotonic() - last_report >= 10:
+                last_report = time.monotonic()
+                progress(
+                    f"    {nodes} node(s): {watch.committed:,}/{records:,} records "
+                    f"committed ({time.time() - spawned:.0f} s)"
+                )
+            time.sleep(0.05)
+        node_cpu = sum(cpu_seconds(group.nodes[n].process.pid) for n in ids)
+        for node in ids:
+            group.nodes[node].send(signal.SIGTERM)
+        exits = [group.nodes[n].wait(timeout=60) for n in ids]
+        resumed = [_at(e) for n in ids for e in group.nodes[n].events("stream_resumed")]
+        joined = [_at(e) for n in ids for e in group.nodes[n].events("node_started")]
+    started = min(resumed)
+    seconds = watch.caught_up_at - started
+    written = read_json_topic(connection.bootstrap, topic, first_session)
+    verdict = verify_sessions(written, workload.expected(), len(workload.fragments))
+    zk_written = None
+    if zk_written_before is not None and cluster.zk_pid is not None:
+        zk_written = process_io(cluster.zk_pid).get("write_bytes", 0) - zk_written_before
+    return {
+        "nodes": nodes,
+        "streams": len(streams),
+        "fragments": len(workload.fragments),
+        "records": records,
+        "seconds": seconds,
+        "fragments_per_s": len(workload.fragments) / seconds,
+        "sessions": verdict.sessions_found,
+        "sessions_per_s": verdict.sessions_found / seconds,
+        "exact": verdict.exact,
+        "lost": verdict.lost,
+        "extra": verdict.extra,
+        "duplicates": verdict.duplicates,
+        "node_cpu_s": node_cpu,
+        "cores_busy": cpu.cores_busy(started, watch.caught_up_at),
+        "converge_s": (watch.balanced_at - spawned) if watch.balanced_at else None,
+        "converge_after_join_s": (watch.balanced_at - max(joined))
+        if watch.balanced_at and joined
+        else None,
+        "startup_s": started - spawned,
+        "state_writes": watch.writes,
+        "state_bytes_written": watch.bytes_written,
+        "state_bytes_final": watch.final_sizes,
+        "state_bytes_peak": watch.peak_sizes,
+        "zk_disk_written": zk_written,
+        "exit_codes": exits,
+    }
+
+
+def _one_workload(
+    cluster: BenchCluster,
+    args: argparse.Namespace,
+    name: str,
+    scratch: Path,
+    summaries: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    progress(f"[{name}] building the workload ({args.fragments:,} fragments)...")
+    workload = load(name, args.fragments)
+    summaries.append(workload.summary())
+    connection = new_connection(cluster, "nodes")
+    try:
+        produced = produce(workload, connection, args.streams)
+        streams = streams_of(connection.app, args.streams)
+        rows = []
+        for count in args.nodes:
+            progress(f"[{name}] {count} bare reader(s)...")
+            bare = run_bare(cluster, streams, count)
+            bare_rate = len(workload.fragments) / bare["seconds"]
+            progress(f"    {bare_rate:,.0f} fragments/s")
+            progress(f"[{name}] {count} node(s)...")
+            node = run_nodes(cluster, produced, workload, count, scratch)
+            progress(f"    {node['fragments_per_s']:,.0f} fragments/s, exact={node['exact']}")
+            rows.append(
+                {
+                    "workload": name,
+                    "n": count,
+                    "bare_fragments_per_s": bare_rate,
+                    "bare_seconds": bare["seconds"],
+                    "bare_cpu_s": bare["cpu_s"],
+                    "bare_cores_busy": bare["cores_busy"],
+                    "node_fragments_per_s": node["fragments_per_s"],
+                    "node_sessions_per_s": node["sessions_per_s"],
+                    "ratio": node["fragments_per_s"] / bare_rate,
+                    **{
+                        k if k.startswith("node") else f"node_{k}": v
+                        for k, v in node.items()
+                        if k not in ("fragments_per_s", "sessions_per_s")
+                    },
+                }
+            )
+        return rows
+    finally:
+        delete_app(connection)
+
+
+COLUMNS = [
+    "workload",
+    "n",
+    "bare_fragments_per_s",
+    "node_fragments_per_s",
+    "ratio",
+    "node_sessions_per_s",
+    "node_seconds",
+    "node_cores_busy",
+    "node_exact",
+]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the scenario, print the table, write benchmarks/out/nodes_vs_bare.json."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=[*WORKLOADS, "both"], default="both")
+    parser.add_argument("--fragments", type=int, default=DEFAULT_FRAGMENTS)
+    parser.add_argument("--streams", type=int, default=64)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args(argv)
+    names = WORKLOADS if args.workload == "both" else (args.workload,)
+    load_before = load_average()
+    summaries: list[dict[str, Any]] = []
+    with bench_cluster() as cluster, tempfile.TemporaryDirectory() as scratch:
+        rows = [
+            row
+            for name in names
+            for row in _one_workload(cluster, args, name, Path(scratch), summaries)
+        ]
+    title = (
+        f"nodes vs bare readers: {args.fragments:,} fragments per workload, {args.streams} streams"
+    )
+    show(title, rows, COLUMNS)
+    payload = {
+        "benchmark": "nodes_vs_bare",
+        "params": vars(args),
+        "workloads": summaries,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "results": rows,
+    }
+    progress(f"results written to {write_json('nodes_vs_bare', payload)}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
