@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ def show(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> 
     """Print a titled table on stdout."""
     print(f"\n{title}")
     print_table([{c: cell(r.get(c)) for c in columns} for r in rows], columns)
+    # Flushed now: a child process forked later must not inherit (and print again) the buffer.
+    sys.stdout.flush()
 
 
 def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str | tuple[str, str]]) -> str:
