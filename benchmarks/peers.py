@@ -1,10 +1,11 @@
 """Scenario 3: peers doing the same sessionization on the same topics, against our node.
 
     .venv/bin/python -m benchmarks.peers [--workload apache|generated|both]
-        [--fragments 1000000] [--streams 64] [--peers bytewax quix spark] [--nodes 1]
+        [--fragments 1000000] [--streams 64] [--peers bytewax quix spark] [--nodes 1 2]
 
 Per workload: produced once to an app's stream topics; then, one after the
-other on those topics, our `sessionizer node` (WebSessions) and each peer
+other on those topics, our `sessionizer node`s (WebSessions; 1, then 2 nodes:
+Spark's local mode uses both cores) and each peer
 (`benchmarks.peer_bytewax`, `benchmarks.peer_quix`, `benchmarks.peer_spark`,
 each a process of its own: see their docstrings for exactly what they run).
 Same key, same 30-minute gap, same 2-minute allowance for late records.

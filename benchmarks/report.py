@@ -51,16 +51,29 @@ def _save(figure: Any, name: str) -> str:
     return f"plots/{name}.png"
 
 
-def _bars(ax: Any, groups: Sequence[str], series: dict[str, Sequence[float | None]]) -> None:
+def _size(value: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1000
+    return ""
+
+
+def _bars(
+    ax: Any,
+    groups: Sequence[str],
+    series: dict[str, Sequence[float | None]],
+    label: Callable[[float], str] = cell,
+) -> None:
     width = 0.8 / max(1, len(series))
-    for i, (label, values) in enumerate(series.items()):
+    for i, (name, values) in enumerate(series.items()):
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
         heights = [v or 0 for v in values]
-        bars = ax.bar(xs, heights, width, label=label)
+        bars = ax.bar(xs, heights, width, label=name)
         for bar, value in zip(bars, values, strict=True):
             if value:
                 ax.annotate(
-                    cell(float(value)),
+                    label(float(value)),
                     (bar.get_x() + bar.get_width() / 2, value),
                     ha="center",
                     va="bottom",
@@ -256,7 +269,8 @@ def _peers(payload: Payload) -> tuple[str, list[str]]:
     )
     left.set_ylabel("fragments/s")
     left.set_title("Same sessionization, same topics")
-    _bars(right, workloads, {s: [value(w, s, "state_bytes") for w in workloads] for s in systems})
+    sizes = {s: [value(w, s, "state_bytes") for w in workloads] for s in systems}
+    _bars(right, workloads, sizes, label=_size)
     right.set_yscale("log")
     right.set_ylabel("bytes (log)")
     right.set_title("Bytes stored for state/recovery")
