@@ -12,20 +12,15 @@ final flush (every record acknowledged, acks=all).
 from __future__ import annotations
 
 import argparse
-import time
 import uuid
 from itertools import islice
 
-from kafka import KafkaProducer
-
 from benchmarks.common import print_table, progress, servers, write_json
+from benchmarks.producer_workloads import PRODUCERS
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from router.generator import generate_fragments
-from router.hashing import stream_for_key
-from router.naming import stream_name
-from router.producer import ProducerConfig, StreamProducer
-from router.wire import encode_fragment
+from router.producer import ProducerConfig
 
 __all__ = ["main"]
 
@@ -33,34 +28,6 @@ __all__ = ["main"]
 def _fragments(count: int) -> list:
     # Generate sessions until there are enough fragments (about 3.6 per session).
     return list(islice(generate_fragments(count // 2 + 1, seed=42), count))
-
-
-def _stream_producer(config: ProducerConfig, fragments: list) -> float:
-    with StreamProducer(config) as producer:
-        started = time.perf_counter()
-        for fragment in fragments:
-            producer.send(fragment)
-        producer.flush()
-        elapsed = time.perf_counter() - started
-        assert producer.stats.sent == len(fragments)
-    return elapsed
-
-
-def _bare_producer(config: ProducerConfig, fragments: list) -> float:
-    prepared = [
-        (stream_name(config.app, stream_for_key(f.key, config.num_streams)), *encode_fragment(f),
-         f.timestamp_ms)
-        for f in fragments
-    ]  # fmt: skip
-    producer = KafkaProducer(**config.kafka_settings())
-    try:
-        started = time.perf_counter()
-        for topic, key, value, timestamp in prepared:
-            producer.send(topic, key=key, value=value, partition=0, timestamp_ms=timestamp)
-        producer.flush()
-        return time.perf_counter() - started
-    finally:
-        producer.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,8 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     fragments = _fragments(args.fragments)
     with servers() as cluster:
         results = []
-        for name, run in (("bare KafkaProducer", _bare_producer),
-                          ("StreamProducer", _stream_producer)):  # fmt: skip
+        for name, run in PRODUCERS:
             app = f"bench{uuid.uuid4().hex[:8]}"
             provision_streams(ConnectionConfig(cluster.zk, cluster.bootstrap, app), args.streams)
             config = ProducerConfig(cluster.bootstrap, app, args.streams)

@@ -43,10 +43,10 @@ from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.wire import encode_fragment
 
-__all__ = ["main"]
+__all__ = ["PRODUCERS", "main", "time_bare_producer", "time_stream_producer"]
 
 
-def _stream_producer(config: ProducerConfig, fragments: list[ParsedFragment]) -> float:
+def time_stream_producer(config: ProducerConfig, fragments: list[ParsedFragment]) -> float:
     with StreamProducer(config) as producer:
         started = time.perf_counter()
         for fragment in fragments:
@@ -58,7 +58,7 @@ def _stream_producer(config: ProducerConfig, fragments: list[ParsedFragment]) ->
     return elapsed
 
 
-def _bare_producer(config: ProducerConfig, fragments: list[ParsedFragment]) -> float:
+def time_bare_producer(config: ProducerConfig, fragments: list[ParsedFragment]) -> float:
     topics = [stream_name(config.app, i) for i in range(config.num_streams)]
     prepared = [
         (topics[stream_for_key(f.key, config.num_streams)], *encode_fragment(f), f.timestamp_ms)
@@ -87,7 +87,7 @@ def _metadata_warmup(config: ProducerConfig) -> float:
         producer.close()
 
 
-PRODUCERS = (("bare KafkaProducer", _bare_producer), ("StreamProducer", _stream_producer))
+PRODUCERS = (("bare KafkaProducer", time_bare_producer), ("StreamProducer", time_stream_producer))
 
 
 def _one_workload(
