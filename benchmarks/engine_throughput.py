@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import print_table, progress, write_json
-from router.errors import MalformedLine
-from router.formats import parse_line
+from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from sessionizer import FinishedSession, Fragment, Record, SessionEngine, StreamProcessor, Watermark
@@ -63,14 +62,7 @@ def _parsed() -> tuple[str, list[ParsedFragment]]:
         return "router.generator (seed 42)", list(
             islice(generate_fragments(6_000, seed=42), 20_000)
         )
-    parsed = []
-    with APACHE_LOG.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                parsed.append(parse_line("apache", line))
-            except MalformedLine:
-                continue
-    return str(APACHE_LOG), parsed
+    return str(APACHE_LOG), parse_file(APACHE_LOG, "apache")
 
 
 def _records(parsed: list[ParsedFragment], count: int) -> list[Record]:

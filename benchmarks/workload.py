@@ -41,8 +41,7 @@ from benchmarks.common import print_table, progress
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.verify import expected_sessions
-from router.errors import MalformedLine
-from router.formats import parse_line
+from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
@@ -112,14 +111,7 @@ def _parse_log(log: Path) -> list[ParsedFragment]:
             f"{log} is missing: the apache workload replays ../shared/data/apache_logs in place "
             "(pass --log FILE, or use --workload generated)"
         )
-    parsed = []
-    with log.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                parsed.append(parse_line("apache", line))
-            except MalformedLine:
-                continue
-    return parsed
+    return parse_file(log, "apache")
 
 
 def _shifted_ip(ip: str, copy: int) -> str:

@@ -27,8 +27,7 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.verify import Verification, expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
-from router.errors import MalformedLine
-from router.formats import Format, parse_line
+from router.formats import Format, parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
@@ -152,14 +151,7 @@ def _aggregate(connection: ConnectionConfig, out: Path) -> AggregateReport:
 def _input(plan: DemoPlan) -> list[ParsedFragment]:
     if plan.log is None:
         return list(generate_fragments(plan.sessions, plan.seed))
-    fragments = []
-    with plan.log.open(encoding="utf-8", errors="replace", newline="") as lines:
-        for line in lines:
-            try:
-                fragments.append(parse_line(plan.log_format, line))
-            except MalformedLine:
-                continue  # counted by `produce`; the demo only needs the good ones
-    return fragments
+    return parse_file(plan.log, plan.log_format)
 
 
 def _produce(connection: ConnectionConfig, streams: int, fragments: list, *, end: bool) -> None:

@@ -9,6 +9,7 @@ Formats (details and reason codes in docs/routing.md):
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final, Literal, get_args
 
 from router.errors import MalformedLine
@@ -22,6 +23,7 @@ __all__ = [
     "FORMATS",
     "Format",
     "ParsedFragment",
+    "parse_file",
     "parse_line",
     "referrer_site",
 ]
@@ -45,3 +47,19 @@ def parse_line(fmt: Format, line: str, *, year: int = DEFAULT_SYSLOG_YEAR) -> Pa
         return parse_jsonl(text)
     # A caller bug or a bad --format value, not a bad line: do not count it as a rejection.
     raise ValueError(f"unknown input format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def parse_file(path: Path, fmt: Format, *, year: int = DEFAULT_SYSLOG_YEAR) -> list[ParsedFragment]:
+    """Every fragment a log file holds, in file order; malformed lines are skipped.
+
+    For counting rejections by reason, feed the lines to `router.ingest` instead.
+    """
+    fragments = []
+    # newline="": parse_line strips the line ending itself, as `produce` reads files.
+    with path.open(encoding="utf-8", errors="replace", newline="") as lines:
+        for line in lines:
+            try:
+                fragments.append(parse_line(fmt, line, year=year))
+            except MalformedLine:
+                continue
+    return fragments

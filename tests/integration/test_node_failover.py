@@ -15,8 +15,7 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
-from router.errors import MalformedLine
-from router.formats import parse_line
+from router.formats import parse_file
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
@@ -32,14 +31,7 @@ def _apache_fragments() -> list:
     path = DATA / "apache_logs"
     if not path.exists():
         pytest.skip(f"the real log {path} is not present (it ships in ../shared/data)")
-    fragments = []
-    with path.open(encoding="utf-8", errors="replace", newline="") as lines:
-        for line in lines:
-            try:
-                fragments.append(parse_line("apache", line))
-            except MalformedLine:
-                continue
-    return fragments
+    return parse_file(path, "apache")
 
 
 def _produce(connection: ConnectionConfig, fragments: list, *, end: bool) -> None:

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from router.errors import MalformedLine
-from router.formats import Format, parse_line
+from router.formats import Format, parse_file
 from sessionizer import (
     BatchSession,
     EngineOutput,
@@ -180,14 +179,7 @@ def with_watermarks(fragments: Sequence[Fragment], every: int) -> list[Record]:
 
 def read_log(path: Path, fmt: Format) -> list[Fragment]:
     """Parse a log file in place with the router's parser, skipping malformed lines."""
-    fragments: list[Fragment] = []
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                parsed = parse_line(fmt, line)
-            except MalformedLine:
-                continue
-            fragments.append(
-                Fragment(len(fragments), parsed.key, parsed.timestamp_ms, parsed.fields)
-            )
-    return fragments
+    return [
+        Fragment(offset, parsed.key, parsed.timestamp_ms, parsed.fields)
+        for offset, parsed in enumerate(parse_file(path, fmt))
+    ]

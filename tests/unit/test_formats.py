@@ -10,7 +10,14 @@ from typing import get_args
 import pytest
 
 from router.errors import MalformedLine, MalformedReason
-from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, Format, ParsedFragment, parse_line
+from router.formats import (
+    DEFAULT_SYSLOG_YEAR,
+    FORMATS,
+    Format,
+    ParsedFragment,
+    parse_file,
+    parse_line,
+)
 
 # The shared sample logs are read in place (a user's clone does not have them).
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -302,3 +309,9 @@ def test_unknown_format_is_a_caller_error_not_a_bad_line() -> None:
 def test_malformed_line_message_names_reason_and_detail() -> None:
     with pytest.raises(MalformedLine, match=r"malformed line \(bad-json\): expected an object"):
         parse_line("jsonl", "[]")
+
+
+def test_parse_file_keeps_the_good_lines_in_order(tmp_path: Path) -> None:
+    log = tmp_path / "mixed.jsonl"
+    log.write_text('{"key": "a", "ts": 1}\nnot json\n\n{"key": "b", "ts": 2}\r\n')
+    assert [(f.key, f.timestamp_ms) for f in parse_file(log, "jsonl")] == [("a", 1), ("b", 2)]
