@@ -38,6 +38,7 @@ from benchmarks.peer_common import (
     fragment_fields,
     is_watermark,
     parse_args,
+    progress_path,
     session_value,
     write_result,
 )
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     recovery = args.work_dir / "recovery"
     recovery.mkdir(parents=True, exist_ok=True)
     init_db_dir(recovery, 1)
-    marks = Marks()
+    marks = Marks(progress_path(args.work_dir))
     flow = build_flow(args.bootstrap, args.topics, args.out_topic, marks)
     started = time.time()
     cli_main(

@@ -33,6 +33,8 @@ __all__ = [
     "fragment_fields",
     "is_watermark",
     "parse_args",
+    "progress_path",
+    "read_progress",
     "session_value",
     "write_result",
 ]
@@ -60,6 +62,11 @@ def parse_args(description: str, argv: list[str] | None = None) -> argparse.Name
     args = parser.parse_args(argv)
     args.topics = [stream_name(args.app, i) for i in range(args.streams)]
     return args
+
+
+def progress_path(work_dir: Path) -> Path:
+    """Where a peer's Marks write their progress inside its work dir."""
+    return work_dir / "progress.json"
 
 
 def is_watermark(key: bytes | None, headers: Any) -> bool:
@@ -92,13 +99,22 @@ def session_value(
     ).encode()
 
 
-class Marks:
-    """Wall times of the first and last input record the peer handled."""
+PROGRESS_EVERY = 50_000
 
-    def __init__(self) -> None:
+
+class Marks:
+    """Wall times of the first and last input record the peer handled.
+
+    With a `progress` path, every PROGRESS_EVERY records it also rewrites that
+    file (`{"records", "first", "last"}`), so a peer stopped at its time budget
+    still tells how far it got and how fast.
+    """
+
+    def __init__(self, progress: Path | None = None) -> None:
         self.first: float | None = None
         self.last: float | None = None
         self.records = 0
+        self._progress = progress
 
     def seen(self) -> None:
         """Call once per input record (cheap)."""
@@ -107,6 +123,18 @@ class Marks:
             self.first = now
         self.last = now
         self.records += 1
+        if self._progress is not None and self.records % PROGRESS_EVERY == 0:
+            state = {"records": self.records, "first": self.first, "last": now}
+            self._progress.write_text(json.dumps(state))
+            print(f"progress: {self.records:,} records", flush=True)
+
+
+def read_progress(path: Path) -> dict[str, Any] | None:
+    """What a peer's Marks last wrote to `path`, or None if it wrote nothing."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def write_result(path: Path, **values: Any) -> None:

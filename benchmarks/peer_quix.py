@@ -41,6 +41,7 @@ from benchmarks.peer_common import (
     fragment_fields,
     is_watermark,
     parse_args,
+    progress_path,
     write_result,
 )
 
@@ -79,7 +80,7 @@ def _session(value: dict[str, Any], key: Any, timestamp: int, headers: Any) -> d
 def main(argv: list[str] | None = None) -> None:
     """Run until the input is idle; write the result file."""
     args = parse_args(__doc__.split("\n\n")[0], argv)
-    marks = Marks()
+    marks = Marks(progress_path(args.work_dir))
     state_dir = args.work_dir / "state"
     group = f"bench-quix-{args.app}-{uuid.uuid4().hex[:6]}"
     app = Application(

@@ -57,7 +57,7 @@ from benchmarks.measure import (
     topic_bytes,
 )
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
-from benchmarks.peer_common import GAP_MS, GRACE_MS
+from benchmarks.peer_common import GAP_MS, GRACE_MS, progress_path, read_progress
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
 from router.hashing import stream_for_key
@@ -160,10 +160,11 @@ def _run_peer(
         finally:
             _kill_group(process)
     ended = time.time()
+    if code is None:
+        return {**row, "error": _timed_out(args.peer_timeout, progress_path(work))}
     if code != 0 or not result_path.exists():
         tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-        why = "timed out" if code is None else f"exit {code}"
-        return {**row, "error": f"{why}: {' / '.join(tail)[-400:]}"}
+        return {**row, "error": f"exit {code}: {' / '.join(tail)[-400:]}"}
     result = json.loads(result_path.read_text())
     written = read_json_topic(cluster.bootstrap, out_topic)
     verdict = _verify(written, workload.expected(), _closing_rule(peer, workload, produced.streams))
@@ -198,6 +199,19 @@ def _run_peer(
             if k in ("batches", "setup_s", "records_seen", "idle_seconds")
         },
     }
+
+
+def _timed_out(budget: float, progress_file: Path) -> str:
+    """The error of a peer stopped at its time budget, with how far it had got."""
+    done = read_progress(progress_file)
+    if not done:
+        return f"did not finish within its {budget:.0f} s budget (no progress recorded)"
+    # No rate: a peer that read everything may still be closing sessions.
+    return (
+        f"did not finish within its {budget:.0f} s budget: it had read "
+        f"{done['records']:,} input records (fragments and watermarks), the last "
+        f"{done['last'] - done['first']:,.0f} s after the first"
+    )
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -306,7 +320,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=1.0,
         help="peers' snapshot/commit interval in seconds (our nodes commit every 1 s)",
     )
-    parser.add_argument("--peer-timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=3600.0,
+        help="seconds each peer may run; one stopped at it is reported with how far it got",
+    )
     args = parser.parse_args(argv)
     names = WORKLOADS if args.workload == "both" else (args.workload,)
     load_before = load_average()
