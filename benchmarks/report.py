@@ -505,9 +505,15 @@ READING = """## Reading these numbers
   `local disk written` of our rows is the ZooKeeper server's own disk writes (4 KiB pages),
   when the run started the servers itself.
 - Peers keep the open sessions themselves in their state and persist them: Bytewax
-  snapshots, at every epoch, the window state of every key that changed into SQLite (its
-  session windower never discards a key's state), Quix writes every window update to a
-  changelog topic and to RocksDB, Spark writes state-store deltas per micro-batch.
+  snapshots, at every epoch, the window state of every key that changed into SQLite, Quix
+  writes every window update to a changelog topic and to RocksDB, Spark writes state-store
+  deltas per micro-batch.
+- Bytewax's `EventClock` keeps one watermark per key, moved by that key's own records and
+  by wall-clock time.  On replayed history a session closes early only if its key sends a
+  record more than 32 minutes (event time) later; every other session stays open until the
+  end of input, so Bytewax's live state, and the close at the end, grow with the input,
+  and its fragments/s fall as the input grows (`python -m benchmarks.peers --peers bytewax
+  --fragments N` at two sizes shows it).
 - A number is only printed if it was measured in this run; a peer that failed shows its
   error instead.
 """
