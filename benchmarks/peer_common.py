@@ -114,6 +114,7 @@ class Marks:
         self.first: float | None = None
         self.last: float | None = None
         self.records = 0
+        self.late_records = 0
         self._progress = progress
 
     def seen(self) -> None:
@@ -127,6 +128,10 @@ class Marks:
             state = {"records": self.records, "first": self.first, "last": now}
             self._progress.write_text(json.dumps(state))
             print(f"progress: {self.records:,} records", flush=True)
+
+    def late(self) -> None:
+        """Call once per input record the system set aside as late."""
+        self.late_records += 1
 
 
 def read_progress(path: Path) -> dict[str, Any] | None:

@@ -196,7 +196,7 @@ def _run_peer(
         "detail": {
             k: v
             for k, v in result.items()
-            if k in ("batches", "setup_s", "records_seen", "idle_seconds")
+            if k in ("batches", "setup_s", "records_seen", "idle_seconds", "late_records")
         },
     }
 

@@ -250,6 +250,15 @@ def _peers(payload: Payload) -> tuple[str, list[str]]:
         if row.get("state_what") and row["system"] not in seen:
             seen.add(row["system"])
             text.append(f"- {row['system']}: {row['state_what']}")
+    for row in rows:
+        if row.get("matches") is False:
+            late = (row.get("detail") or {}).get("late_records")
+            text.append(
+                f"- **{row['workload']} {row['system']} does not match**: "
+                f"{row['lost']:,} sessions of the batch definition are not among those it "
+                f"wrote, and {row['extra']:,} it wrote are not in it"
+                + (f"; it set {late:,} input records aside as late" if late is not None else "")
+            )
     errors = [r for r in rows if r.get("error")]
     for row in errors:
         text.append(f"- **{row['workload']} {row['system']} failed**: {row['error']}")

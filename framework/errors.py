@@ -6,7 +6,7 @@ everything the framework raises with one `except`.  This module imports
 nothing, which lets every package depend on it without an import cycle.
 """
 
-__all__ = ["ClusterError", "ConfigError", "SessionizerError"]
+__all__ = ["ClusterError", "ConfigError", "PortInUseError", "SessionizerError"]
 
 
 class SessionizerError(Exception):
@@ -19,3 +19,7 @@ class ConfigError(SessionizerError):
 
 class ClusterError(SessionizerError):
     """The local ZooKeeper/Kafka cluster could not be resolved, started or stopped."""
+
+
+class PortInUseError(ClusterError):
+    """A local server could not bind the port chosen for it: something took it meanwhile."""

@@ -13,13 +13,21 @@ import structlog
 
 from framework.cluster.artifacts import Artifacts, resolve_artifacts
 from framework.cluster.kafka import KafkaNode, broker_ids_serving, new_cluster_id
-from framework.cluster.process import ServerProcess, free_port, pid_alive, wait_until
+from framework.cluster.process import (
+    ServerProcess,
+    free_ports,
+    pid_alive,
+    port_taken,
+    wait_until,
+)
 from framework.cluster.zookeeper import ZooKeeperNode, zookeeper_mode
-from framework.errors import ClusterError
+from framework.errors import ClusterError, PortInUseError
 
 __all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]
 
 STATE_FILE = "cluster.json"
+# Ports are chosen free, but another process may take one before the JVM binds it.
+PORT_ATTEMPTS = 3
 _log = structlog.get_logger("sessionizer.cluster")
 
 
@@ -58,14 +66,7 @@ class LocalCluster:
         self._heaps = {"zookeeper": zk_heap_mb, "kafka": kafka_heap_mb}
         self._ready_timeout = ready_timeout
         self._die_with_parent = die_with_parent
-        self._zookeepers = [
-            ZooKeeperNode(i, free_port(), free_port(), free_port(), self.directory / f"zk{i}")
-            for i in range(1, zookeepers + 1)
-        ]
-        self._kafkas = [
-            KafkaNode(i, free_port(), free_port(), self.directory / f"kafka{i}")
-            for i in range(1, brokers + 1)
-        ]
+        self._zookeepers, self._kafkas = self._place(zookeepers, brokers)
         self._processes: dict[str, ServerProcess] = {}
 
     # -- whole cluster ---------------------------------------------------------------
@@ -86,12 +87,51 @@ class LocalCluster:
         return [n.name for n in self._zookeepers] + [n.name for n in self._kafkas]
 
     def up(self) -> LocalCluster:
-        """Resolve jars, write configs, start every server and wait until all serve."""
+        """Resolve jars, write configs, start every server and wait until all serve.
+
+        A server that finds its port taken (by another process since the port
+        was chosen) makes the whole cluster start again on new ports, up to
+        PORT_ATTEMPTS times; addresses are final only once `up` returns.
+        """
         artifacts = self._artifacts or resolve_artifacts()
         java = _java()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start(artifacts, java)
+                break
+            except PortInUseError as exc:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                _log.warning("cluster_port_taken", attempt=attempt, error=str(exc).splitlines()[0])
+                self._zookeepers, self._kafkas = self._place(
+                    len(self._zookeepers), len(self._kafkas)
+                )
+        self._write_state()
+        _log.info(
+            "cluster_up", zk=self.zk_connect, bootstrap=self.bootstrap, dir=str(self.directory)
+        )
+        return self
+
+    def _place(self, zookeepers: int, brokers: int) -> tuple[list[ZooKeeperNode], list[KafkaNode]]:
+        """Servers on newly chosen, distinct free ports."""
+        ports = iter(free_ports(3 * zookeepers + 2 * brokers))
+        return (
+            [
+                ZooKeeperNode(i, next(ports), next(ports), next(ports), self.directory / f"zk{i}")
+                for i in range(1, zookeepers + 1)
+            ],
+            [
+                KafkaNode(i, next(ports), next(ports), self.directory / f"kafka{i}")
+                for i in range(1, brokers + 1)
+            ],
+        )
+
+    def _start(self, artifacts: Artifacts, java: str) -> None:
+        """One attempt of `up`: fresh directories, every server started and serving."""
         for child in ("zk1", "zk2", "zk3", "kafka1", "kafka2", "kafka3"):
             shutil.rmtree(self.directory / child, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._processes = {}
         for zk in self._zookeepers:
             zk.write_config(self._zookeepers)
             classpath = artifacts.classpath("zookeeper")
@@ -112,11 +152,6 @@ class LocalCluster:
         except BaseException:
             self.down()
             raise
-        self._write_state()
-        _log.info(
-            "cluster_up", zk=self.zk_connect, bootstrap=self.bootstrap, dir=str(self.directory)
-        )
-        return self
 
     def down(self) -> None:
         """Stop every server: all Kafka nodes together, then ZooKeeper."""
@@ -201,9 +236,11 @@ class LocalCluster:
 
         def serving() -> bool:
             if not process.running():
-                raise ClusterError(
+                tail = process.log_tail()
+                error = PortInUseError if port_taken(tail) else ClusterError
+                raise error(
                     f"{name} exited while starting; its log ({process.log_path}) ends with:\n"
-                    + process.log_tail()
+                    + tail
                 )
             if name.startswith("zk"):
                 node = next(z for z in self._zookeepers if z.name == name)

@@ -15,16 +15,32 @@ from pathlib import Path
 
 from framework.errors import ClusterError
 
-__all__ = ["ServerProcess", "free_port", "pid_alive", "wait_until"]
+__all__ = ["ServerProcess", "free_port", "free_ports", "pid_alive", "port_taken", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on the loopback interface that nothing listens on right now."""
+    # All sockets stay bound until every port is chosen, so no port is handed out twice.
+    with contextlib.ExitStack() as stack:
+        sockets = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
 def free_port() -> int:
     """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def port_taken(log_tail: str) -> bool:
+    """Whether a server's log says it could not bind its port (taken since it was chosen)."""
+    return "Address already in use" in log_tail
 
 
 def wait_until(

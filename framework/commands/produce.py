@@ -54,6 +54,14 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the counters as JSON")
     parser.add_argument(
+        "--watermark-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a stream whose event time lags the input's by more than this gets a "
+        "watermark, so its idle sessions still close (default: 60)",
+    )
+    parser.add_argument(
         "--streams",
         type=int,
         default=None,
@@ -61,8 +69,13 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _producer(connection: ConnectionConfig, expected: int | None) -> StreamProducer:
+def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> StreamProducer:
     """A producer for the stream count recorded in ZooKeeper (checked against --streams)."""
+    if not args.watermark_interval > 0:
+        raise ConfigError(
+            f"--watermark-interval must be > 0 seconds, got {args.watermark_interval}"
+        )
+    expected = args.streams
     with zookeeper_client(connection.zk) as client:
         recorded = recorded_stream_count(client, connection.paths.active_streams)
     if recorded is None:
@@ -71,7 +84,12 @@ def _producer(connection: ConnectionConfig, expected: int | None) -> StreamProdu
         )
     if expected is not None and expected != recorded:
         raise StreamCountMismatch(connection.app, expected=recorded, configured=expected)
-    return StreamProducer(ProducerConfig(connection.bootstrap, connection.app, recorded))
+    interval_ms = max(1, round(args.watermark_interval * 1000))
+    return StreamProducer(
+        ProducerConfig(
+            connection.bootstrap, connection.app, recorded, watermark_interval_ms=interval_ms
+        )
+    )
 
 
 def _progress(stats: ProducerStats) -> None:
@@ -104,7 +122,7 @@ def _open_input(name: str) -> Iterator[TextIO]:
 def run_produce(args: argparse.Namespace) -> int:
     """Parse FILE and send every fragment; malformed lines are counted, not fatal."""
     connection = connection_from_args(args)
-    with _open_input(args.file) as lines, _producer(connection, args.streams) as producer:
+    with _open_input(args.file) as lines, _producer(connection, args) as producer:
         stats = produce_lines(
             producer,
             lines,
@@ -123,7 +141,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ConfigError("--sessions must be >= 1")
     connection = connection_from_args(args)
     fragments = generate_fragments(args.sessions, args.seed)
-    with _producer(connection, args.streams) as producer:
+    with _producer(connection, args) as producer:
         stats = produce_fragments(
             producer, fragments, end_of_input=args.end_of_input, progress=_progress
         )

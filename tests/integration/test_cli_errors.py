@@ -21,6 +21,8 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens on port 1
         (["node", "--processor", "no.such.module:Thing"], "cannot import processor module"),
         (["node", "--processor", "sessionizer.examples.weblog:Nope"], "has no class 'Nope'"),
         (["sessions"], "the cluster did not answer"),
+        (["generate", "--sessions", "1", "--watermark-interval", "0"],
+         "--watermark-interval must be > 0 seconds"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_one_clear_line(

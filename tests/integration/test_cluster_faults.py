@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from collections.abc import Callable
 from itertools import islice
+from pathlib import Path
 
 import pytest
 
 from framework.cluster import LocalCluster
+from framework.cluster.kafka import broker_ids_serving
 from router.generator import generate_fragments
 from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer
@@ -64,3 +67,17 @@ def test_streams_create_works_with_one_zookeeper_server_down(
         zk=cluster.zk_connect, bootstrap=cluster.bootstrap, app=app,
     )  # fmt: skip
     assert created == {"app": app, "streams": 8, "created": 10}
+
+
+def test_cluster_starts_on_new_ports_when_a_chosen_port_is_taken_before_it_binds(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(tmp_path / "cluster", zookeepers=1, brokers=1)
+    chosen = cluster.bootstrap
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        # What another process's socket does between the port being chosen and Kafka binding it.
+        squatter.bind(("127.0.0.1", int(chosen.rsplit(":", 1)[1])))
+        squatter.listen()
+        with cluster:
+            assert cluster.bootstrap != chosen
+            assert broker_ids_serving(cluster.bootstrap) == {1}

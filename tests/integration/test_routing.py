@@ -117,3 +117,21 @@ def test_malformed_jsonl_lines_are_counted_by_reason_and_never_crash(
         "reasons": {"bad-json": 1, "bad-timestamp": 1, "empty": 1, "missing-key": 1,
                     "unencodable": 1},
     }  # fmt: skip
+
+
+def test_watermark_interval_sets_how_far_a_stream_may_lag_before_a_watermark(
+    zk_hosts: str, kafka_bootstrap: str, app: str
+) -> None:
+    watermarks = {}
+    for interval in ("60", "3600"):
+        conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": f"{app}-w{interval}"}
+        cli_json("streams", "create", "--count", "8", **conn)
+        options = ["--sessions", "300", "--watermark-interval", interval, "--json"]
+        cli_json("generate", *options, **conn)
+        records = read_topics(kafka_bootstrap, [stream_name(conn["app"], i) for i in range(8)])
+        watermarks[interval] = sum(
+            isinstance(decode_record(r.key, r.value, r.headers, r.timestamp), Watermark)
+            for batch in records.values()
+            for r in batch
+        )
+    assert 0 < watermarks["3600"] < watermarks["60"]
