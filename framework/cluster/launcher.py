@@ -236,11 +236,10 @@ class LocalCluster:
 
         def serving() -> bool:
             if not process.running():
-                tail = process.log_tail()
-                error = PortInUseError if port_taken(tail) else ClusterError
+                error = PortInUseError if port_taken(process.log_text()) else ClusterError
                 raise error(
                     f"{name} exited while starting; its log ({process.log_path}) ends with:\n"
-                    + tail
+                    + process.log_tail()
                 )
             if name.startswith("zk"):
                 node = next(z for z in self._zookeepers if z.name == name)

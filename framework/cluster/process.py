@@ -38,9 +38,9 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
-def port_taken(log_tail: str) -> bool:
+def port_taken(log: str) -> bool:
     """Whether a server's log says it could not bind its port (taken since it was chosen)."""
-    return "Address already in use" in log_tail
+    return "Address already in use" in log
 
 
 def wait_until(
@@ -144,13 +144,17 @@ class ServerProcess:
         """SIGCONT after `pause`."""
         self._signal(signal.SIGCONT)
 
+    def log_text(self) -> str:
+        """The server's whole log ('' if it has none yet)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server's log, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        text = self.log_text()
+        return "\n".join(text.splitlines()[-lines:]) if text else "(no log)"
 
     def _signal(self, signum: int) -> None:
         if self.pid is None or not self.running():
