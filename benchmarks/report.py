@@ -522,7 +522,11 @@ READING = """## Reading these numbers
   record more than 32 minutes (event time) later; every other session stays open until the
   end of input, so Bytewax's live state, and the close at the end, grow with the input,
   and its fragments/s fall as the input grows (`python -m benchmarks.peers --peers bytewax
-  --fragments N` at two sizes shows it).
+  --fragments N` at two sizes shows it).  Because wall time moves that watermark too, a
+  record read long (in wall time) after its key's latest one can fall behind it: Bytewax
+  sets it aside as late (`late_records` in `benchmarks/out/peers.json`) and writes the
+  session without it.  How many depends on the run's timing, not on the input, so a slow
+  run can differ from the batch definition where a fast one matches.
 - A number is only printed if it was measured in this run; a peer that failed shows its
   error instead.
 """
