@@ -37,8 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from balancer.testing import claims_by_owner
-from benchmarks.common import progress, write_json
-from benchmarks.measure import BenchCluster, StateWatch, bench_cluster, delete_app, load_average
+from benchmarks.common import progress
+from benchmarks.measure import (
+    BenchCluster,
+    StateWatch,
+    bench_cluster,
+    delete_app,
+    load_average,
+    save_scenario,
+)
 from benchmarks.nodes_vs_bare import WEBLOG, new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
@@ -183,32 +190,23 @@ def _measure(
     }
 
 
-def _median(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    row: dict[str, Any] = {"mode": mode, "runs": len(runs), "exact": all(r["exact"] for r in runs)}
-    for key in (
-        "streams_moved",
-        "first_resumed_s",
-        "resumed_s",
-        "caught_up_s",
-        "replayed",
-        "duplicates",
-    ):
-        values = [r[key] for r in runs if r[key] is not None]
-        row[key] = statistics.median(values) if values else None
-    return row
-
-
-COLUMNS = [
-    "mode",
-    "runs",
+MEDIANS = (
     "streams_moved",
     "first_resumed_s",
     "resumed_s",
     "caught_up_s",
     "replayed",
     "duplicates",
-    "exact",
-]
+)
+COLUMNS = ["mode", "runs", *MEDIANS, "exact"]
+
+
+def _median(mode: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"mode": mode, "runs": len(runs), "exact": all(r["exact"] for r in runs)}
+    for key in MEDIANS:
+        values = [r[key] for r in runs if r[key] is not None]
+        row[key] = statistics.median(values) if values else None
+    return row
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -246,17 +244,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows,
         COLUMNS,
     )
-    payload = {
-        "benchmark": "failover_modes",
-        "params": vars(args),
-        "workloads": [summary],
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "results": rows,
-        "runs": runs,
-    }
-    progress(f"results written to {write_json('failover_modes', payload)}")
-    return payload
+    return save_scenario("failover_modes", args, [summary], load_before, rows, runs=runs)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from balancer.testing import balanced
-from benchmarks.common import progress
+from benchmarks.common import progress, write_json
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
 from framework.logging import configure_logging
@@ -58,6 +58,7 @@ __all__ = [
     "read_json_topic",
     "remove_tree",
     "reset_app",
+    "save_scenario",
     "topic_bytes",
     "tree_cpu",
     "tree_io",
@@ -241,6 +242,28 @@ def tree_io(pid: int) -> int:
 def load_average() -> float:
     """The 1-minute load average (other work on the machine skews every number)."""
     return os.getloadavg()[0]
+
+
+def save_scenario(
+    name: str,
+    params: Any,
+    workloads: list[dict[str, Any]],
+    load_before: float,
+    rows: list[dict[str, Any]],
+    **extra: Any,
+) -> dict[str, Any]:
+    """A scenario's payload, written to benchmarks/out/<name>.json (what report.py reads)."""
+    payload = {
+        "benchmark": name,
+        "params": vars(params),
+        "workloads": workloads,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "results": rows,
+        **extra,
+    }
+    progress(f"results written to {write_json(name, payload)}")
+    return payload
 
 
 def dir_bytes(path: Path) -> int:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import progress, write_json
+from benchmarks.common import progress
 from benchmarks.measure import (
     BenchCluster,
     CpuSampler,
@@ -51,6 +51,7 @@ from benchmarks.measure import (
     process_io,
     read_json_topic,
     reset_app,
+    save_scenario,
 )
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
@@ -282,16 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"nodes vs bare readers: {args.fragments:,} fragments per workload, {args.streams} streams"
     )
     show(title, rows, COLUMNS)
-    payload = {
-        "benchmark": "nodes_vs_bare",
-        "params": vars(args),
-        "workloads": summaries,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "results": rows,
-    }
-    progress(f"results written to {write_json('nodes_vs_bare', payload)}")
-    return payload
+    return save_scenario("nodes_vs_bare", args, summaries, load_before, rows)
 
 
 if __name__ == "__main__":

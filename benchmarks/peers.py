@@ -44,7 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import progress, write_json
+from benchmarks.common import progress
 from benchmarks.measure import (
     BenchCluster,
     CpuSampler,
@@ -54,6 +54,7 @@ from benchmarks.measure import (
     list_topics,
     load_average,
     read_json_topic,
+    save_scenario,
     topic_bytes,
 )
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
@@ -340,16 +341,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for row in rows:
         if row.get("error"):
             print(f"  {row['workload']} {row['system']}: {row['error']}")
-    payload = {
-        "benchmark": "peers",
-        "params": vars(args),
-        "workloads": summaries,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "results": rows,
-    }
-    progress(f"results written to {write_json('peers', payload)}")
-    return payload
+    return save_scenario("peers", args, summaries, load_before, rows)
 
 
 if __name__ == "__main__":

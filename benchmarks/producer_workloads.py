@@ -29,8 +29,15 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from benchmarks.common import progress, write_json
-from benchmarks.measure import BenchCluster, CpuSampler, bench_cluster, delete_app, load_average
+from benchmarks.common import progress
+from benchmarks.measure import (
+    BenchCluster,
+    CpuSampler,
+    bench_cluster,
+    delete_app,
+    load_average,
+    save_scenario,
+)
 from benchmarks.nodes_vs_bare import new_connection
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Workload, load
@@ -170,16 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with bench_cluster() as cluster:
         rows = [row for name in names for row in _one_workload(cluster, args, name, summaries)]
     show(f"producers: {args.fragments:,} fragments, {args.streams} streams", rows, COLUMNS)
-    payload = {
-        "benchmark": "producer_workloads",
-        "params": vars(args),
-        "workloads": summaries,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "results": rows,
-    }
-    progress(f"results written to {write_json('producer_workloads', payload)}")
-    return payload
+    return save_scenario("producer_workloads", args, summaries, load_before, rows)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import progress, write_json
-from benchmarks.measure import BenchCluster, bench_cluster, delete_app, load_average
+from benchmarks.common import progress
+from benchmarks.measure import BenchCluster, bench_cluster, delete_app, load_average, save_scenario
 from benchmarks.nodes_vs_bare import new_connection, run_bare, run_nodes
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Workload, load, produce
@@ -126,16 +126,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"  {streams} streams: StreamProducer {produced:,.0f} fragments/s, "
             f"1 bare reader {bare:,.0f} fragments/s"
         )
-    payload = {
-        "benchmark": "scaling",
-        "params": vars(args),
-        "workloads": [summary],
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "results": rows,
-    }
-    progress(f"results written to {write_json('scaling', payload)}")
-    return payload
+    return save_scenario("scaling", args, [summary], load_before, rows)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from framework.errors import ClusterError
 
-__all__ = ["ServerProcess", "free_port", "free_ports", "pid_alive", "port_taken", "wait_until"]
+__all__ = ["ServerProcess", "free_ports", "pid_alive", "port_taken", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -31,11 +31,6 @@ def free_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.bind(("127.0.0.1", 0))
         return [int(sock.getsockname()[1]) for sock in sockets]
-
-
-def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    return free_ports(1)[0]
 
 
 def port_taken(log: str) -> bool:
