@@ -1,29 +1,47 @@
-"""Where finished sessions and dead letters go: a `SessionSink` protocol and its Kafka sink.
+"""Where finished sessions and dead letters go: the `SessionSink` contract and an in-memory sink.
 
 Finished sessions are JSON (key = `session_id`, so downstream can de-duplicate
-replays exactly).  A dead letter keeps the original record bytes as its key and
-value and says what went wrong in headers, so it can be inspected or replayed.
+replays exactly). A dead letter of a record keeps the record's original bytes
+as its key and value and says what went wrong in headers, so it can be
+inspected or replayed. A session that can never be sent (its JSON cannot be
+encoded, or is larger than a message may be) becomes a dead letter too: one
+that *references* the session (stream, session id, first and last offset,
+reason) instead of carrying it, so nothing disappears silently.
+
+The contract every sink keeps (DESIGN section 5, "no commit may cover output
+that was not durably delivered"): `emit` and `dead_letter` either accept the
+item or raise `SinkError`; `flush` returns only once everything accepted since
+the previous `flush` is durable, and raises `SinkError` otherwise. After a
+`SinkError` the caller must not commit state covering anything given to the
+sink since the last successful `flush`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
-
-from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 
-__all__ = ["DeadLetter", "KafkaSink", "MemorySink", "SessionSink", "encode_session"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DeadLetter",
+    "MemorySink",
+    "SessionSink",
+    "UnsendableSession",
+    "encode_session",
+    "session_reference",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = 1_000_000
+"""The largest session record a sink sends: below Kafka's default `max.message.bytes`
+(1,048,588) with room for the key, headers and batch overhead."""
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A record the node could not sessionize, with the reason and its original bytes."""
+    """A record or session the node could not deliver as such, with the reason."""
 
     stream: str
     offset: int
@@ -42,12 +60,21 @@ class DeadLetter:
         ]
 
 
+class UnsendableSession(ValueError):
+    """A session no retry can send; `reason`: `session-unencodable` or `session-too-large`."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(f"{reason}: {error}")
+        self.reason = reason
+        self.error = error
+
+
 @runtime_checkable
 class SessionSink(Protocol):
-    """Receives a node's output; `flush` returns once everything given is durable."""
+    """Receives a node's output; see the module docstring for the delivery contract."""
 
     def emit(self, session: FinishedSession) -> None:
-        """Send one finished session."""
+        """Send one finished session (or its reference dead letter if it is unsendable)."""
         ...
 
     def dead_letter(self, letter: DeadLetter) -> None:
@@ -55,69 +82,47 @@ class SessionSink(Protocol):
         ...
 
     def flush(self) -> None:
-        """Block until everything sent so far is durable; raise `SinkError` if it is not."""
+        """Block until everything sent since the last flush is durable, else raise `SinkError`."""
         ...
 
 
-def encode_session(session: FinishedSession) -> bytes:
-    """The JSON bytes of a finished session (non-JSON result values become strings)."""
-    return json.dumps(session.to_dict(), sort_keys=True, default=str).encode()
+def encode_session(
+    session: FinishedSession, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> bytes:
+    """The JSON bytes of a finished session; raise `UnsendableSession` if there can be none.
 
-
-class KafkaSink:
-    """Writes sessions to `sessions_topic` and dead letters to `deadletter_topic`."""
-
-    def __init__(
-        self, bootstrap: str, sessions_topic: str, deadletter_topic: str, *, client_id: str
-    ) -> None:
-        self.sessions_topic = sessions_topic
-        self.deadletter_topic = deadletter_topic
-        self._lock = threading.Lock()  # delivery callbacks run on kafka-python's thread
-        self._failures: list[str] = []
-        self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=20,
-            compression_type="lz4",
-            client_id=client_id,
+    Non-JSON result values become strings; what JSON cannot express at all
+    (map keys of mixed types, NaN, a cycle) or a record over `max_bytes` is
+    unsendable, which is the same on every replay of the session.
+    """
+    try:
+        text = json.dumps(session.to_dict(), sort_keys=True, default=str, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UnsendableSession("session-unencodable", f"{type(exc).__name__}: {exc}") from exc
+    value = text.encode()  # ensure_ascii: plain ASCII
+    if len(value) > max_bytes:
+        raise UnsendableSession(
+            "session-too-large", f"{len(value)} bytes of JSON, over the limit of {max_bytes}"
         )
+    return value
 
-    def emit(self, session: FinishedSession) -> None:
-        """Send one finished session (asynchronously; see `flush`)."""
-        future = self._producer.send(
-            self.sessions_topic, key=session.session_id.encode(), value=encode_session(session)
-        )
-        future.add_errback(self._failed)
 
-    def dead_letter(self, letter: DeadLetter) -> None:
-        """Send one dead letter (asynchronously; see `flush`)."""
-        future = self._producer.send(
-            self.deadletter_topic, key=letter.key, value=letter.value, headers=letter.headers()
-        )
-        future.add_errback(self._failed)
-
-    def flush(self) -> None:
-        """Wait until every send is acknowledged by all in-sync replicas."""
-        try:
-            self._producer.flush()
-        except KafkaError as exc:
-            raise SinkError(f"flushing sessions to {self.sessions_topic} failed: {exc}") from exc
-        with self._lock:
-            failures, self._failures = self._failures, []
-        if failures:
-            raise SinkError(
-                f"{len(failures)} sends to {self.sessions_topic}/{self.deadletter_topic} failed "
-                f"(first: {failures[0]}); state is not committed, so they will be replayed"
-            )
-
-    def close(self) -> None:
-        """Close the producer (after a final flush by the caller)."""
-        self._producer.close(timeout=10)
-
-    def _failed(self, exc: BaseException) -> None:
-        with self._lock:
-            self._failures.append(repr(exc))
+def session_reference(session: FinishedSession, reason: str, error: str) -> DeadLetter:
+    """The dead letter standing for a session that cannot be sent: where it lies, and why."""
+    reference = {
+        "stream": session.stream,
+        "session_id": session.session_id,
+        "key": session.key,
+        "first_offset": session.first_offset,
+        "last_offset": session.last_offset,
+        "fragments": session.fragments,
+        "reason": reason,
+        "error": error[:2000],
+    }
+    value = json.dumps(reference, sort_keys=True).encode()
+    return DeadLetter(
+        session.stream, session.first_offset, reason, error, session.session_id.encode(), value
+    )
 
 
 @dataclass
@@ -126,9 +131,15 @@ class MemorySink:
 
     sessions: list[FinishedSession] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     def emit(self, session: FinishedSession) -> None:
-        """Keep one finished session."""
+        """Keep one finished session (its reference, if a Kafka sink could not send it)."""
+        try:
+            encode_session(session, max_bytes=self.max_message_bytes)
+        except UnsendableSession as exc:
+            self.dead_letters.append(session_reference(session, exc.reason, exc.error))
+            return
         self.sessions.append(session)
 
     def dead_letter(self, letter: DeadLetter) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
-from types import FrameType
 
 from framework.commands.options import connection_from_args, env_default
 from framework.node.config import NodeConfig, default_node_id
 from framework.node.node import Node
+from framework.node.runner import run_until_signalled
 
 __all__ = ["add_parser"]
 
@@ -21,7 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
         help="run one consumer node until SIGTERM/SIGINT",
         description="Claims a fair share of the app's streams, sessionizes them with the "
         "processor, writes finished sessions to <app>.sessions. SIGTERM/SIGINT: commit, "
-        "release (or drain) and exit 0.",
+        "release (or drain) and exit 0 within the session timeout + 5 s (exit 3 if that "
+        "deadline passes); a second signal exits at once (130); an unexpected error commits "
+        "nothing more and exits 1.",
     )
     parser.add_argument(
         "--processor",
@@ -52,6 +53,14 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
         default="at-least-once",
         help="flush sessions before committing state (at-least-once, default) or after",
     )
+    parser.add_argument(
+        "--delivery-timeout",
+        type=float,
+        default=float(env_default("SESSIONIZER_DELIVERY_TIMEOUT", "30") or 30),
+        metavar="SECONDS",
+        help="how long output may wait for the brokers' acknowledgement before the streams "
+        "are rewound to their last commit [env: SESSIONIZER_DELIVERY_TIMEOUT] (default 30)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,13 +74,6 @@ def run(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         delivery=args.delivery,
         drain_seconds=args.drain,
+        delivery_timeout=args.delivery_timeout,
     )
-    node = Node(config)
-
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        node.stop()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    node.run()
-    return 0
+    return run_until_signalled(Node(config))

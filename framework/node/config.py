@@ -9,6 +9,7 @@ from typing import Literal
 
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
+from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["Delivery", "NodeConfig", "default_node_id"]
 
@@ -25,8 +26,8 @@ class NodeConfig:
     """One node's settings; times in seconds."""
 
     connection: ConnectionConfig
-    processor: str
-    """The user's processor as `module:Class`."""
+    processor: str = ""
+    """The user's processor as `module:Class` (unused when `Node` is given an instance)."""
     node_id: str = field(default_factory=default_node_id)
     commit_interval: float = 1.0
     session_timeout: float = 10.0
@@ -35,19 +36,37 @@ class NodeConfig:
     poll_timeout: float = 0.2
     max_poll_records: int = 2000
     stats_interval: float = 10.0
+    delivery_timeout: float = 30.0
+    """How long the sink waits for the brokers to acknowledge output before it counts as failed."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """A session whose JSON is larger than this is dead-lettered as a reference."""
+    max_unsent: int = 10_000
+    """At-most-once: output held back per stream before the stream stops reading."""
 
     def __post_init__(self) -> None:
-        if ":" not in self.processor:
+        if self.processor and ":" not in self.processor:
             raise ConfigError(
                 f"--processor {self.processor!r} must be MODULE:CLASS, "
                 "e.g. sessionizer.examples.weblog:WebSessions"
             )
-        for name in ("commit_interval", "session_timeout", "poll_timeout", "stats_interval"):
+        for name in (
+            "commit_interval",
+            "session_timeout",
+            "poll_timeout",
+            "stats_interval",
+            "delivery_timeout",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.drain_seconds is not None and self.drain_seconds < 0:
             raise ConfigError(f"--drain must be >= 0 seconds, got {self.drain_seconds}")
         if self.delivery not in ("at-least-once", "at-most-once"):
             raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
-        if self.max_poll_records < 1:
-            raise ConfigError("max_poll_records must be >= 1")
+        for name in ("max_poll_records", "max_message_bytes", "max_unsent"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def shutdown_deadline(self) -> float:
+        """Seconds a stop may take once asked (after a drain): the session timeout plus 5 s."""
+        return self.session_timeout + 5.0

@@ -1,73 +1,91 @@
-"""`Node`: one process, one loop thread, one `KafkaConsumer`, one engine per owned stream.
+"""`Node`: one process, one loop thread, one record source, one engine per owned stream.
 
-The loop alternates: apply balancer events (`Balancer.poll`, which calls this
-node's listener methods on this thread), fetch records of the owned streams
-and feed them to their engines, and every `commit_interval` flush the sink and
-then commit each stream's state (at-least-once; the reverse for at-most-once).
-kazoo callbacks never reach this class directly; signal handlers only call
-`stop()`.
+The loop alternates: apply coordinator events (`Coordinator.poll`, which calls
+this node's listener methods on this thread), read records of the owned
+streams and feed them to their engines, and every `commit_interval` flush the
+sink and then commit each stream's state (at-least-once; the reverse for
+at-most-once). kazoo callbacks never reach this class directly; signal
+handlers only call `stop()`.
+
+The guarantees, each unit-tested with fakes of the four parts
+(`tests/unit/test_node_loop.py`):
+
+- no commit covers output the sink did not confirm: a failed send or flush
+  rewinds every stream that had output since the last good flush to its last
+  commit (`Deliveries`);
+- an unexpected exception commits nothing: the streams are dropped, released,
+  and `run` raises `NodeCrashed`;
+- a stream whose state or position cannot be trusted is quarantined, never
+  reset or retried in a loop;
+- a stop is bounded: while the coordinator is paused the node waits at most a
+  session timeout for it, then leaves without committing.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import TypeVar
 
 import structlog
-from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
-from kazoo.client import KazooClient
 
-from balancer.balancer import Balancer
-from balancer.config import BalancerConfig
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from framework.errors import ConfigError
+from framework.errors import ConfigError, SessionizerError
 from framework.node.config import NodeConfig
+from framework.node.deliveries import Deliveries
+from framework.node.errors import NodeCrashed, PositionOutOfRange
 from framework.node.loader import load_processor
+from framework.node.parts import NodeParts, connect_parts
+from framework.node.ports import Coordinator, RecordSource
 from framework.node.stats import NodeStats
-from framework.node.task import Output, StreamTask
-from framework.zookeeper import zookeeper_client
-from router.naming import deadletter_topic, sessions_topic
-from sessionizer.errors import SinkError
+from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
-from sessionizer.records import FinishedSession
-from sessionizer.sinks import KafkaSink, SessionSink
-from state.errors import CommitUncertainError, FencedError, StateError, StateTooLargeError
-from state.store import FencedStateStore, StateStore
-from state.zookeeper_store import ZooKeeperRecords
+from state.errors import (
+    CommitUncertainError,
+    CorruptStateError,
+    FencedError,
+    StateError,
+    StateTooLargeError,
+)
+from state.store import StateStore
 
 __all__ = ["Node"]
 
 log = structlog.get_logger("sessionizer.node")
-T = TypeVar("T")
+_DONE = (BalancerState.DRAINED, BalancerState.CLOSED)
 
 
 class Node:
-    """A consumer node; `run()` blocks until `stop()` and then leaves cleanly."""
+    """A consumer node; `run()` blocks until `stop()` and then leaves within a deadline."""
 
     def __init__(
         self,
         config: NodeConfig,
         *,
         processor: StreamProcessor | None = None,
-        sink: SessionSink | None = None,
+        parts: NodeParts | None = None,
     ) -> None:
+        if processor is None and not config.processor:
+            raise ConfigError("a node needs a processor: pass one, or set --processor")
         self.config = config
         self.processor = processor or load_processor(config.processor)
-        self._sink = sink
+        self.stats = NodeStats()
+        self._parts = parts
         self._tasks: dict[str, StreamTask] = {}
         self._stop = threading.Event()
         self._last_commit = time.monotonic()
-        self.stats = NodeStats()
         self._log = log.bind(node=config.node_id)
-        self._client: KazooClient | None = None
+        self._source: RecordSource | None = None
         self._store: StateStore | None = None
-        self._consumer: KafkaConsumer | None = None
-        self._balancer: Balancer | None = None
+        self._coordinator: Coordinator | None = None
+        self._out: Deliveries | None = None
+
+    @property
+    def streams(self) -> list[str]:
+        """The streams this node owns now."""
+        return sorted(self._tasks)
 
     def stop(self) -> None:
         """Ask the loop to stop (safe from a signal handler or another thread)."""
@@ -76,184 +94,191 @@ class Node:
     # -- lifecycle -----------------------------------------------------------------
 
     def run(self) -> None:
-        """Join, consume until stopped, then commit and release (or drain) and exit."""
-        connection = self.config.connection
+        """Join, consume until stopped, then commit and release (or drain) and return."""
         with ExitStack() as stack:
-            self._client = stack.enter_context(
-                zookeeper_client(connection.zk, session_timeout=self.config.session_timeout)
-            )
-            self._store = FencedStateStore(
-                ZooKeeperRecords(self._client, connection.paths.stream_states)
-            )
-            self._consumer = self._connect_kafka(lambda: KafkaConsumer(
-                bootstrap_servers=connection.bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                client_id=f"{connection.app}-{self.config.node_id}",
-            ))  # fmt: skip
-            stack.callback(self._consumer.close)
-            if self._sink is None:
-                sink = self._connect_kafka(lambda: KafkaSink(
-                    connection.bootstrap,
-                    sessions_topic(connection.app),
-                    deadletter_topic(connection.app),
-                    client_id=f"{connection.app}-{self.config.node_id}-sink",
-                ))  # fmt: skip
-                stack.callback(sink.close)
-                self._sink = sink
-            self._balancer = Balancer(self._balancer_config(), self, client=self._client)
-            self._balancer.start()
-            self._log.info("node_started", app=connection.app, processor=self.config.processor)
+            parts = self._parts or stack.enter_context(connect_parts(self.config))
+            self._source, self._store = parts.source, parts.store
+            self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
+            self._coordinator = parts.coordinator(self)
+            self._coordinator.start()
+            self._log.info("node_started", app=self.config.connection.app)
             try:
                 self._loop_until_stopped()
                 self._leave()
+            except Exception as exc:
+                self._crash(exc)
+                raise NodeCrashed(self.config.node_id, exc) from exc
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: still no commit
+                self._crash(exc)
+                raise
             finally:
-                self._balancer.close()  # commits what is still held (on_revoked), then releases
+                self._close_coordinator()
         self._log.info("node_stopped", **self.stats.totals(self._tasks.values()))
 
-    def _connect_kafka(self, connect: Callable[[], T]) -> T:
-        try:
-            return connect()
-        except KafkaError as exc:
-            raise ConfigError(
-                f"node {self.config.node_id}: cannot reach Kafka at "
-                f"{self.config.connection.bootstrap} ({exc}); is the cluster up and "
-                "--bootstrap / SESSIONIZER_BOOTSTRAP right?"
-            ) from exc
-
-    def _balancer_config(self) -> BalancerConfig:
-        connection = self.config.connection
-        return BalancerConfig(
-            zk_hosts=connection.zk,
-            app=connection.app,
-            consumer_id=self.config.node_id,
-            namespace=connection.namespace,
-            session_timeout=self.config.session_timeout,
-        )
-
     def _loop_until_stopped(self) -> None:
-        assert self._balancer is not None
         while not self._stop.is_set():
             self._step()
 
     def _leave(self) -> None:
-        """Drain (when configured): keep consuming while streams are released one by one."""
-        assert self._balancer is not None
-        if not self.config.drain_seconds:
-            return
-        self._balancer.drain(self.config.drain_seconds)
-        while self._balancer.state not in (BalancerState.DRAINED, BalancerState.CLOSED):
+        """Drain (when configured), wait a bounded time for a paused coordinator, then go."""
+        coordinator = self._coordinator
+        assert coordinator is not None
+        drain = self.config.drain_seconds or 0.0
+        deadline = time.monotonic() + drain + self.config.session_timeout
+        if drain:
+            coordinator.drain(drain)
+            while coordinator.state not in _DONE and time.monotonic() < deadline:
+                self._step()
+        while coordinator.paused and coordinator.state not in _DONE:
+            if time.monotonic() >= deadline:
+                # No commit can be certain without ZooKeeper: leave the last commits as they are.
+                self._log.warning(
+                    "shutdown_uncommitted",
+                    streams=self.streams,
+                    note="coordinator still paused; the next owners replay",
+                )
+                self._drop(list(self._tasks))
+                return
             self._step()
 
+    def _close_coordinator(self) -> None:
+        assert self._coordinator is not None
+        try:
+            self._coordinator.close()  # on_revoked commits what is still held, then releases
+        except SessionizerError as exc:
+            self._log.warning("close_failed", error=str(exc), note="claims end with the session")
+
+    def _crash(self, exc: BaseException) -> None:
+        """Forget every stream without committing: the last commits are the certain ones."""
+        self._log.error(
+            "node_crashed",
+            error=f"{type(exc).__name__}: {exc}",
+            streams=self.streams,
+            note="nothing committed after the error",
+            exc_info=exc,
+        )
+        self._drop(list(self._tasks), reassign=False)
+
     def _step(self) -> None:
-        assert self._balancer is not None
-        idle = not self._tasks or self._balancer.paused
-        self._balancer.poll(timeout=self.config.poll_timeout if idle else 0.0)
-        if not self._balancer.paused and self._tasks:
+        coordinator = self._coordinator
+        assert coordinator is not None
+        idle = not self._tasks or coordinator.paused
+        coordinator.poll(timeout=self.config.poll_timeout if idle else 0.0)
+        if not coordinator.paused and self._tasks:
             self._consume()
             if time.monotonic() - self._last_commit >= self.config.commit_interval:
                 self._commit(list(self._tasks))
-        self.stats.maybe_report(self._log, self._tasks, self._consumer, self.config.stats_interval)
+        self.stats.maybe_report(self._log, self._tasks, self._source, self.config.stats_interval)
 
     # -- records -------------------------------------------------------------------
 
     def _consume(self) -> None:
-        assert self._consumer is not None
+        assert self._source is not None and self._out is not None
         try:
-            batches = self._consumer.poll(
-                timeout_ms=int(self.config.poll_timeout * 1000),
-                max_records=self.config.max_poll_records,
-            )
-        except KafkaError as exc:
-            self._log.warning("kafka_poll_failed", error=repr(exc), note="retrying")
+            batches = self._source.poll(self.config.poll_timeout, self.config.max_poll_records)
+        except PositionOutOfRange as exc:
+            for stream, offset in exc.positions.items():
+                self._refuse(stream, f"read position {offset} is outside the stream's log")
             return
-        for partition, records in batches.items():
-            task = self._tasks.get(partition.topic)
-            if task is None:
-                continue  # fetched before the stream was revoked
+        except SessionizerError as exc:
+            self._log.warning("poll_failed", error=str(exc), note="retrying")
+            return
+        for stream, records in batches.items():
+            task = self._tasks.get(stream)
             for record in records:
+                if task is None or self._tasks.get(stream) is not task:
+                    break  # revoked, rewound or held meanwhile: re-read from its position
                 if record.offset < task.position:
                     continue  # fetched before a seek
-                self._deliver(task, task.handle(record))
+                if self._out.deliver(task, task.handle(record)):
+                    self._rewind(self._out.rewind_set(self._tasks.values()))
+                elif self._out.held(task):
+                    self._hold(task)
 
-    def _deliver(self, task: StreamTask, outputs: list[Output]) -> None:
-        if self.config.delivery == "at-most-once":
-            task.unsent.extend(outputs)  # sent after the next state commit
+    def _rewind(self, streams: Sequence[str]) -> None:
+        """Replace the tasks by fresh ones from their last commits, and re-read from there."""
+        if not streams:
             return
-        self._send(outputs)
+        for stream in streams:
+            self._tasks[stream] = self._tasks[stream].rewound()
+            self.stats.rewinds += 1
+        self._log.warning("streams_rewound", streams=list(streams))
+        self._reassign()
 
-    def _send(self, outputs: list[Output]) -> None:
-        assert self._sink is not None
-        for output in outputs:
-            if isinstance(output, FinishedSession):
-                self._sink.emit(output)
-            else:
-                self._sink.dead_letter(output)
+    def _hold(self, task: StreamTask) -> None:
+        """At-most-once output is piling up uncommitted: try to commit it now, else stop reading."""
+        self._commit([task.stream])
+        if self._tasks.get(task.stream) is task and self._out and self._out.held(task):
+            self._log.warning("stream_held", stream=task.stream, unsent=len(task.unsent))
+            self._reassign()
 
     # -- commits -------------------------------------------------------------------
 
     def _commit(self, streams: Sequence[str]) -> None:
         """Flush the sink, then commit the streams' state (the order is the guarantee)."""
-        assert self._sink is not None
+        assert self._out is not None
         self._last_commit = time.monotonic()
         at_least_once = self.config.delivery == "at-least-once"
-        if at_least_once and not self._flush_sink():
-            return  # nothing committed: the unflushed output will be replayed
+        if at_least_once and not self._out.flush(self._tasks.values()):
+            self._rewind(self._out.rewind_set(self._tasks.values()))
+            return  # nothing committed: the unconfirmed output is replayed
         started = time.monotonic()
+        released = False
         for stream in streams:
             task = self._tasks.get(stream)
             if task is not None and self._commit_one(task) and not at_least_once:
-                self._send(task.unsent)
-                task.unsent.clear()
+                released |= self._out.send_unsent(task)
         if not at_least_once:
-            self._flush_sink()
+            self._out.flush(self._tasks.values())
+            if released:
+                self._reassign()
         self.stats.commit_latency(time.monotonic() - started, len(streams))
 
-    def _flush_sink(self) -> bool:
-        assert self._sink is not None
-        try:
-            self._sink.flush()
-        except SinkError as exc:
-            self._log.warning("sink_flush_failed", error=str(exc), note="will retry")
-            return False
-        return True
-
     def _commit_one(self, task: StreamTask) -> bool:
-        assert self._store is not None and self._balancer is not None
+        assert self._store is not None and self._coordinator is not None
         if task.replaying:
             return False  # the stored state is still the better one
         state = task.snapshot()
         try:
             self._store.commit(task.stream, state)
-        except (FencedError, CommitUncertainError) as exc:
-            self._log.warning("stream_fenced", stream=task.stream, error=str(exc))
-            self._drop([task.stream])
-            self._balancer.report_fenced(task.stream)
-            return False
-        except StateTooLargeError as exc:
-            self._log.error("state_too_large", stream=task.stream, error=str(exc))
-            return False
         except StateError as exc:
-            self._log.warning("commit_failed", stream=task.stream, error=str(exc))
+            self._commit_failed(task, exc)
             return False
+        task.committed_as(state)
         self.stats.commits += 1
         return True
 
-    # -- BalancerListener: called by Balancer.poll on this thread ------------------
+    def _commit_failed(self, task: StreamTask, exc: StateError) -> None:
+        assert self._coordinator is not None
+        if isinstance(exc, FencedError | CommitUncertainError):
+            self._log.warning("stream_fenced", stream=task.stream, error=str(exc))
+            self._drop([task.stream])
+            self._coordinator.report_fenced(task.stream)
+        elif isinstance(exc, StateTooLargeError):
+            # The engine bounds its state by construction; this is a bug worth shouting about.
+            self.stats.oversized_states += 1
+            self._log.error("state_too_large", stream=task.stream, error=str(exc))
+        else:
+            self._log.warning("commit_failed", stream=task.stream, error=str(exc))
+
+    # -- BalancerListener: called by Coordinator.poll on this thread ---------------
 
     def on_assigned(self, leases: Sequence[StreamLease]) -> None:
         """Load each new stream's state and resume it from its safe offset."""
-        assert self._store is not None and self._balancer is not None
+        assert self._store is not None and self._coordinator is not None
         self.stats.rebalances += 1
+        resumed: dict[str, StreamTask] = {}
         for lease in leases:
             try:
                 state = self._store.load(lease.stream, lease.epoch)
+            except CorruptStateError as exc:
+                self._quarantine(lease.stream, f"corrupt state: {exc.problem}")
+                continue
             except StateError as exc:
                 self._log.warning("stream_load_failed", stream=lease.stream, error=str(exc))
-                self._balancer.report_fenced(lease.stream)
+                self._coordinator.report_fenced(lease.stream)
                 continue
-            self._tasks[lease.stream] = StreamTask.resume(self.processor, state)
+            resumed[lease.stream] = StreamTask.resume(self.processor, state)
             self._log.info(
                 "stream_resumed",
                 stream=lease.stream,
@@ -262,18 +287,21 @@ class Node:
                 committed_offset=state.committed_offset,
                 ignored=len(state.ignore),
             )
+        self._tasks.update(resumed)
+        self._check_positions(resumed)
         self._reassign()
 
     def on_revoked(self, streams: Sequence[str]) -> None:
         """Commit, then forget the streams (their claims are deleted after this returns)."""
         self.stats.rebalances += 1
-        self._commit([s for s in streams if s in self._tasks])
+        assert self._coordinator is not None
+        if not self._coordinator.paused:
+            self._commit([s for s in streams if s in self._tasks])
         self._drop(streams)
 
     def on_lost(self, streams: Sequence[str]) -> None:
         """Forget the streams without committing: someone else may own them already."""
         self.stats.rebalances += 1
-        self._log.warning("streams_lost", streams=list(streams))
         self._drop(streams)
 
     def on_paused(self) -> None:
@@ -281,21 +309,61 @@ class Node:
         self._log.warning("zookeeper_suspended", note="paused until reconnected")
 
     def on_resumed(self) -> None:
-        """Carry on; the balancer verified the claims we still hold."""
+        """Carry on; the coordinator verified the claims we still hold."""
         self._log.info("zookeeper_resumed", streams=len(self._tasks))
 
-    def _drop(self, streams: Sequence[str]) -> None:
+    # -- streams -------------------------------------------------------------------
+
+    def _check_positions(self, tasks: dict[str, StreamTask]) -> None:
+        """Refuse streams whose stored position lies outside their log (never skip silently)."""
+        assert self._source is not None
+        if not tasks:
+            return
+        try:
+            bounds = self._source.bounds(list(tasks))
+        except SessionizerError as exc:
+            # Checked again by the source itself: reading outside the log raises.
+            self._log.warning("bounds_unknown", streams=list(tasks), error=str(exc))
+            return
+        for stream, (start, end) in bounds.items():
+            committed = tasks[stream].committed
+            position = tasks[stream].position
+            if committed.committed_offset > end:
+                reason = (
+                    f"stored position {committed.committed_offset} is past the log end {end} "
+                    "(was the topic deleted and created again?)"
+                )
+                self._refuse(stream, reason)
+            elif position < start:
+                reason = (
+                    f"safe offset {position} is before the log start {start}: records were "
+                    "deleted before they were processed"
+                )
+                self._refuse(stream, reason)
+
+    def _refuse(self, stream: str, reason: str) -> None:
+        self._drop([stream], reassign=False)
+        self._quarantine(stream, reason)
+
+    def _quarantine(self, stream: str, reason: str) -> None:
+        assert self._coordinator is not None
+        self.stats.quarantined += 1
+        repair = f"sessionizer streams reset {stream} --from-offset N"
+        self._log.error("stream_quarantined", stream=stream, reason=reason, repair=repair)
+        self._coordinator.quarantine(stream, reason)
+
+    def _drop(self, streams: Sequence[str], *, reassign: bool = True) -> None:
         for stream in streams:
             task = self._tasks.pop(stream, None)
             if task is not None:
                 self.stats.retire(task)
-        self._reassign()
+        if reassign:
+            self._reassign()
 
     def _reassign(self) -> None:
-        assert self._consumer is not None
-        partitions = [TopicPartition(stream, 0) for stream in self._tasks]
-        self._consumer.assign(partitions)
-        for partition in partitions:
-            # Every owned stream is re-sought, so fetched-but-unprocessed records of a
-            # stream kept across the reassignment are simply fetched again.
-            self._consumer.seek(partition, self._tasks[partition.topic].position)
+        assert self._source is not None and self._out is not None
+        # Every owned stream is re-sought, so fetched-but-unprocessed records of a stream
+        # kept across the reassignment are simply fetched again; held streams wait.
+        self._source.assign(
+            {s: t.position for s, t in self._tasks.items() if not self._out.held(t)}
+        )

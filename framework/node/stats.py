@@ -7,9 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
-
+from framework.errors import SessionizerError
+from framework.node.ports import RecordSource
 from framework.node.task import StreamTask
 from sessionizer.engine import EngineCounters
 
@@ -24,6 +23,10 @@ class NodeStats:
 
     commits: int = 0
     rebalances: int = 0
+    sink_failures: int = 0
+    rewinds: int = 0
+    quarantined: int = 0
+    oversized_states: int = 0
     commit_seconds_total: float = 0.0
     commit_seconds_max: float = 0.0
     retired: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SUMMED, 0))
@@ -60,28 +63,34 @@ class NodeStats:
             "open_sessions": open_sessions,
             "commits": self.commits,
             "rebalances": self.rebalances,
+            "sink_failures": self.sink_failures,
+            "rewinds": self.rewinds,
+            "quarantined": self.quarantined,
             "commit_ms_mean": round(1000 * self.commit_seconds_total / max(1, self.commits), 2),
             "commit_ms_max": round(1000 * self.commit_seconds_max, 2),
         }
 
     def maybe_report(
-        self, log: Any, tasks: Mapping[str, StreamTask], consumer: Any, interval: float
+        self,
+        log: Any,
+        tasks: Mapping[str, StreamTask],
+        source: RecordSource | None,
+        interval: float,
     ) -> None:
         """Log `node_stats` (with lag per stream) once every `interval` seconds."""
         now = time.monotonic()
         if now - self._last_report < interval:
             return
         self._last_report = now
-        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, consumer),
+        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source),
                  **self.totals(tasks.values()))  # fmt: skip
 
 
-def _lag(tasks: Mapping[str, StreamTask], consumer: Any) -> dict[str, int]:
-    if not tasks or consumer is None:
+def _lag(tasks: Mapping[str, StreamTask], source: RecordSource | None) -> dict[str, int]:
+    if not tasks or source is None:
         return {}
-    partitions = [TopicPartition(stream, 0) for stream in tasks]
     try:
-        ends = consumer.end_offsets(partitions)
-    except KafkaError:
+        bounds = source.bounds(list(tasks))
+    except SessionizerError:
         return {}  # a broker is away; the next report tries again
-    return {tp.topic: max(0, ends[tp] - tasks[tp.topic].position) for tp in partitions}
+    return {s: max(0, end - tasks[s].position) for s, (_, end) in bounds.items() if s in tasks}

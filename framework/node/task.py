@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
+from framework.node.ports import SourceRecord
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
 from router.wire import Watermark as WireWatermark
@@ -22,24 +23,35 @@ Output: TypeAlias = FinishedSession | DeadLetter
 
 @dataclass
 class StreamTask:
-    """The engine of one stream plus the offset of the next record to read."""
+    """The engine of one stream, the offset of the next record to read, and its last commit."""
 
     stream: str
     engine: SessionEngine
     position: int
-    resumed_from: int = 0
-    """The committed read position of the state this task resumed from."""
+    committed: StreamState
+    """The last state known to be stored: what a rewind resumes from."""
     dead_letters: int = 0
     unsent: list[Output] = field(default_factory=list)
     """Output held back until the next state commit (at-most-once delivery only)."""
+    emitted: bool = False
+    """Output went to the sink since the last commit (a failed flush must rewind this stream)."""
 
     @classmethod
     def resume(cls, processor: StreamProcessor, state: StreamState) -> StreamTask:
         """A task that continues from a stored state, reading from its safe offset."""
         engine = SessionEngine(state.stream, processor, resume=state)
-        return cls(
-            state.stream, engine, position=state.safe_offset, resumed_from=state.committed_offset
-        )
+        return cls(state.stream, engine, position=state.safe_offset, committed=state)
+
+    def rewound(self) -> StreamTask:
+        """A fresh task from the last commit: what a new owner would resume from."""
+        task = StreamTask.resume(self.engine.processor, self.committed)
+        task.dead_letters = self.dead_letters
+        return task
+
+    @property
+    def resumed_from(self) -> int:
+        """The committed read position of the last stored state."""
+        return self.committed.committed_offset
 
     @property
     def replaying(self) -> bool:
@@ -50,8 +62,8 @@ class StreamTask:
         """
         return self.position < self.resumed_from
 
-    def handle(self, record: Any) -> list[Output]:
-        """Process one Kafka `ConsumerRecord` of this stream; return what it produced."""
+    def handle(self, record: SourceRecord) -> list[Output]:
+        """Process one record of this stream; return what it produced."""
         try:
             item = decode_record(
                 record.key, record.value, record.headers, record.timestamp, offset=record.offset
@@ -77,6 +89,11 @@ class StreamTask:
     def snapshot(self) -> StreamState:
         """The state to commit now: everything before `position` is processed."""
         return self.engine.snapshot(self.position)
+
+    def committed_as(self, state: StreamState) -> None:
+        """`state` is stored: rewinds start from it, and nothing sent is pending any more."""
+        self.committed = state
+        self.emitted = False
 
     def _output(self, out: FinishedSession | LateFragment | HookFailure) -> Output:
         if isinstance(out, FinishedSession):

@@ -1,0 +1,93 @@
+"""`Deliveries`: the node's output path, and the one rule it keeps.
+
+No state commit may cover output the sink has not confirmed (DESIGN section 5).
+At-least-once: output goes to the sink as it is produced, a stream is marked
+`emitted` until the next good flush, and a failed send or flush names every
+such stream for a rewind to its last commit. At-most-once: output waits in
+the stream's `unsent` list until its state is committed, and a stream whose
+list reaches `max_unsent` stops reading until a commit lets it go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from framework.node.config import NodeConfig
+from framework.node.stats import NodeStats
+from framework.node.task import Output, StreamTask
+from sessionizer.errors import SinkError
+from sessionizer.records import FinishedSession
+from sessionizer.sinks import SessionSink
+
+__all__ = ["Deliveries"]
+
+
+class Deliveries:
+    """Hands a node's output to its sink and says which streams a failure must rewind."""
+
+    def __init__(self, sink: SessionSink, config: NodeConfig, stats: NodeStats, log: Any) -> None:
+        self.sink = sink
+        self.at_least_once = config.delivery == "at-least-once"
+        self.max_unsent = config.max_unsent
+        self._stats = stats
+        self._log = log
+
+    def deliver(self, task: StreamTask, outputs: list[Output]) -> bool:
+        """Pass on one record's output; True if the sink failed (the caller rewinds)."""
+        if not outputs:
+            return False
+        if not self.at_least_once:
+            task.unsent.extend(outputs)  # sent after the next state commit
+            return False
+        task.emitted = True
+        try:
+            self._send(outputs)
+        except SinkError as exc:
+            self._failed(exc)
+            return True
+        return False
+
+    def flush(self, tasks: Iterable[StreamTask]) -> bool:
+        """Wait for the sink; True if everything given to it is durable."""
+        try:
+            self.sink.flush()
+        except SinkError as exc:
+            self._failed(exc)
+            return False
+        for task in tasks:
+            task.emitted = False
+        return True
+
+    def rewind_set(self, tasks: Iterable[StreamTask]) -> list[str]:
+        """The streams whose output since the last good flush is not known to be durable."""
+        return sorted(task.stream for task in tasks if task.emitted)
+
+    def held(self, task: StreamTask) -> bool:
+        """True while the stream's held-back output is at its bound (at-most-once)."""
+        return len(task.unsent) >= self.max_unsent
+
+    def send_unsent(self, task: StreamTask) -> bool:
+        """After the stream's commit: send what it held back; True if it was held."""
+        was_held = self.held(task)
+        outputs, task.unsent = task.unsent, []
+        try:
+            self._send(outputs)
+        except SinkError as exc:
+            self._failed(exc, lost=len(outputs))
+        return was_held
+
+    def _send(self, outputs: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, FinishedSession):
+                self.sink.emit(output)
+            else:
+                self.sink.dead_letter(output)
+
+    def _failed(self, exc: SinkError, *, lost: int | None = None) -> None:
+        self._stats.sink_failures += 1
+        if not self.at_least_once:
+            # The state has moved on already: the output is lost by choice of delivery mode.
+            self._log.error("sink_failed", error=str(exc), lost=lost, delivery="at-most-once")
+        else:
+            self._log.warning("sink_failed", error=str(exc), note="rewinding to the last commit")

@@ -1,0 +1,34 @@
+"""Errors raised by the consumer node runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from framework.errors import SessionizerError
+
+__all__ = ["NodeCrashed", "NodeError", "PositionOutOfRange"]
+
+
+class NodeError(SessionizerError):
+    """Base class of the errors raised by `framework.node`."""
+
+
+class NodeCrashed(NodeError):
+    """The loop stopped on an unexpected exception; nothing was committed after it."""
+
+    def __init__(self, node: str, error: BaseException) -> None:
+        self.node = node
+        super().__init__(
+            f"node {node} stopped on an unexpected error ({type(error).__name__}: {error}); "
+            "it committed nothing after it and released its streams, which the other nodes "
+            "resume from their last commit. The node log's `node_crashed` event has the traceback"
+        )
+
+
+class PositionOutOfRange(NodeError):
+    """A stream's read position lies outside its log (the topic was recreated or truncated)."""
+
+    def __init__(self, positions: Mapping[str, int]) -> None:
+        self.positions = dict(positions)
+        listed = ", ".join(f"{stream} at {offset}" for stream, offset in sorted(positions.items()))
+        super().__init__(f"read positions outside the log: {listed}")

@@ -1,0 +1,122 @@
+"""The node's collaborators, as protocols: where records come from and who decides ownership.
+
+A `Node` is a loop over four injected parts (DESIGN section 7): a
+`RecordSource` (the Kafka consumer side), a `sessionizer.sinks.SessionSink`
+(the producer side), a `state.store.StateStore`, and a `Coordinator` (the
+balancer). The real ones are built by `framework.node.parts.connect_parts`;
+the unit tests of the loop use in-process fakes of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from balancer.config import BalancerListener
+from balancer.machine import BalancerState
+
+__all__ = ["Coordinator", "CoordinatorFactory", "RecordSource", "SourceRecord"]
+
+
+class SourceRecord(Protocol):
+    """One record of a stream, as a Kafka client hands it out (kafka-python's field names)."""
+
+    @property
+    def topic(self) -> str:
+        """The stream."""
+        ...
+
+    @property
+    def offset(self) -> int:
+        """Its offset in the stream."""
+        ...
+
+    @property
+    def key(self) -> bytes | None:
+        """The record key (the session key for fragments)."""
+        ...
+
+    @property
+    def value(self) -> bytes | None:
+        """The record value."""
+        ...
+
+    @property
+    def timestamp(self) -> int:
+        """The record timestamp in epoch milliseconds (the event time the producer set)."""
+        ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]] | None:
+        """The record headers."""
+        ...
+
+
+class RecordSource(Protocol):
+    """Reads the streams a node owns, each from a position the node chooses.
+
+    `poll` raises `framework.node.errors.PositionOutOfRange` when a stream's
+    position is outside its log; any other `SessionizerError` is transient.
+    """
+
+    def assign(self, positions: Mapping[str, int]) -> None:
+        """Read exactly these streams from now on, each from the given offset."""
+        ...
+
+    def poll(self, timeout: float, max_records: int) -> Mapping[str, Sequence[SourceRecord]]:
+        """Return the next records per stream, in offset order, waiting up to `timeout` s."""
+        ...
+
+    def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
+        """Return each stream's (log start offset, log end offset); raise if unknown now."""
+        ...
+
+    def close(self) -> None:
+        """Release the client."""
+        ...
+
+
+class Coordinator(Protocol):
+    """Decides which streams the node owns (`balancer.Balancer`); driven from the node's loop."""
+
+    @property
+    def state(self) -> BalancerState:
+        """Where the coordinator is in its life."""
+        ...
+
+    @property
+    def paused(self) -> bool:
+        """True while the node must neither hand out records nor commit."""
+        ...
+
+    def start(self) -> None:
+        """Connect and start joining."""
+        ...
+
+    def poll(self, timeout: float = 0.0) -> BalancerState:
+        """Apply pending events (calling the listener on this thread), waiting up to `timeout`."""
+        ...
+
+    def drain(self, seconds: float) -> None:
+        """Leave the group and release streams one by one over `seconds`."""
+        ...
+
+    def close(self) -> None:
+        """Release everything (after `on_revoked`, or `on_lost` where it cannot) and disconnect."""
+        ...
+
+    def report_fenced(self, stream: str) -> None:
+        """A commit of `stream` was fenced or is uncertain: forget the stream and rebalance."""
+        ...
+
+    def quarantine(self, stream: str, reason: str) -> None:
+        """`stream` cannot be resumed safely: mark it for the operator, give it up for good."""
+        ...
+
+
+class CoordinatorFactory(Protocol):
+    """Builds the coordinator for a node, given the listener it calls back."""
+
+    def __call__(self, listener: BalancerListener) -> Coordinator:
+        """Return a coordinator that calls `listener` from inside its `poll`."""
+        ...

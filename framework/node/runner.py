@@ -1,0 +1,75 @@
+"""`run_until_signalled`: run a `Node` the way `sessionizer node` does, signals included.
+
+- The first SIGTERM or SIGINT asks the node to stop: it commits what it can
+  commit with certainty, releases (or drains) and returns; exit code 0.
+- If that takes longer than the drain plus `NodeConfig.shutdown_deadline`
+  (session timeout + 5 s), whatever ZooKeeper and Kafka are doing, the process
+  ends there with `EXIT_FORCED`: its streams' last commits stand, and their
+  next owners replay from them.
+- A second signal ends the process at once (`EXIT_SECOND_SIGNAL`), committing
+  nothing more.
+- An unexpected exception in the loop: nothing is committed after it, the
+  streams are released, and the exit code is `EXIT_CRASHED`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Final
+
+import structlog
+
+from framework.node.errors import NodeCrashed
+from framework.node.node import Node
+
+__all__ = ["EXIT_CRASHED", "EXIT_FORCED", "EXIT_SECOND_SIGNAL", "run_until_signalled"]
+
+EXIT_CRASHED: Final = 1
+EXIT_FORCED: Final = 3
+EXIT_SECOND_SIGNAL: Final = 130
+
+log = structlog.get_logger("sessionizer.node")
+
+
+def run_until_signalled(node: Node) -> int:
+    """Run `node` in this (main) thread until SIGTERM/SIGINT; return the exit code."""
+    requests = 0
+    config = node.config
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal requests
+        requests += 1
+        if requests > 1:
+            _exit_now(config.node_id, EXIT_SECOND_SIGNAL, "second_signal", signal=signum)
+        node.stop()
+        deadline = (config.drain_seconds or 0.0) + config.shutdown_deadline
+        watchdog = threading.Timer(
+            deadline,
+            _exit_now,
+            args=(config.node_id, EXIT_FORCED, "shutdown_deadline_exceeded"),
+            kwargs={"seconds": deadline},
+        )
+        watchdog.daemon = True
+        watchdog.start()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        node.run()
+    except NodeCrashed as exc:
+        print(f"sessionizer node: error: {exc}", file=sys.stderr)
+        return EXIT_CRASHED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _exit_now(node: str, code: int, event: str, **fields: object) -> None:
+    """End the process without running cleanup that could block on an unreachable server."""
+    log.warning(event, node=node, exit_code=code, note="nothing more is committed", **fields)
+    sys.stderr.flush()
+    os._exit(code)
