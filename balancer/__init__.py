@@ -1,6 +1,6 @@
 """Streams claimed through ZooKeeper: membership, overflow balancing, fencing, release.
 
-The owner (a consumer node, or `balancer.member` in tests) drives one
+The owner (a consumer node, or `framework.member` in tests) drives one
 `Balancer` from its loop with `poll()`, and is told about streams through a
 `BalancerListener`.  See docs/balancing.md.
 """
@@ -9,13 +9,12 @@ from balancer.balancer import Balancer
 from balancer.config import BalancerConfig, BalancerListener, NoopListener
 from balancer.errors import (
     BalancerError,
-    CommitUncertain,
     DuplicateConsumer,
     InvalidTransition,
     MembershipLost,
     StreamFenced,
 )
-from balancer.fencing import StreamLease, fenced_write
+from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from balancer.paths import DEFAULT_NAMESPACE, AppPaths
 
@@ -27,12 +26,10 @@ __all__ = [
     "BalancerError",
     "BalancerListener",
     "BalancerState",
-    "CommitUncertain",
     "DuplicateConsumer",
     "InvalidTransition",
     "MembershipLost",
     "NoopListener",
     "StreamFenced",
     "StreamLease",
-    "fenced_write",
 ]

@@ -1,7 +1,7 @@
 """`Balancer`: one member of an app's group, driven by its owner's single loop.
 
 kazoo's threads only put events on a queue (`_on_connection`, `_on_members`,
-`_on_claims`); `poll()` applies them on the owner's thread, runs whatever the
+`_on_claims`, `_on_quarantine`); `poll()` applies them on the owner's thread, runs whatever the
 current state has due (join, balance pass, drain step, verification), and the
 owner's `BalancerListener` is called there too.  What we hold and the
 ZooKeeper operations on it live in `Holdings`; this class decides when.
@@ -33,8 +33,10 @@ from balancer.machine import (
     ConnectionChanged,
     Event,
     MembersChanged,
+    QuarantineChanged,
     StateMachine,
 )
+from balancer.quarantine import Outcome
 
 __all__ = ["Balancer"]
 
@@ -193,8 +195,35 @@ class Balancer:
             self._log.warning("stream_fenced", stream=stream)
             self._request_pass()
 
+    def quarantine(self, stream: str, reason: str) -> None:
+        """The owner cannot decode `stream`'s state record: quarantine it and rebalance.
+
+        Call it on the owner's thread, also from inside `on_assigned`, instead of
+        `report_fenced`.  Creates `quarantined_streams/<stream>` (`{"reason",
+        "node", "at"}`; an existing marker is fine) if the record is still at the
+        epoch we hold, forgets the lease without `on_revoked` / `on_lost`, frees the
+        claim in the next pass, which no longer counts the stream.  A stream we do
+        not hold is ignored.  A ZooKeeper error is logged, not raised: the stream is
+        then given up as after `report_fenced`, and its next owner quarantines it.
+        """
+        if stream not in self._held.leases:
+            self._log.warning("quarantine_ignored", stream=stream, reason=reason, note="not held")
+            return
+        try:
+            outcome = self._held.quarantine(stream, reason)
+        except _TRANSIENT as exc:
+            self._log.warning("quarantine_failed", stream=stream, reason=reason, error=repr(exc))
+        else:
+            if outcome is Outcome.MOVED:
+                self._log.warning("quarantine_skipped", stream=stream, note="record rewritten")
+            else:
+                self._log.warning(
+                    "stream_quarantined", stream=stream, reason=reason, outcome=outcome
+                )
+        self._request_pass()
+
     def current_version(self, stream: str) -> int:
-        """Re-read the state version of a stream we hold, after `CommitUncertain`.
+        """Re-read the state version of a stream we hold, after an uncertain commit.
 
         Raises `StreamFenced` if the claim is no longer ours, `MembershipLost` if
         there is no session to check with.
@@ -212,6 +241,10 @@ class Balancer:
 
     def _on_claims(self, claimed: list[str]) -> bool | None:
         self._events.put(ClaimsChanged(tuple(claimed)))
+        return False if self.state is S.CLOSED else None
+
+    def _on_quarantine(self, quarantined: list[str]) -> bool | None:
+        self._events.put(QuarantineChanged(tuple(quarantined)))
         return False if self.state is S.CLOSED else None
 
     # -- applying events -----------------------------------------------------------
@@ -233,7 +266,7 @@ class Balancer:
                 self._lose()
             case ConnectionChanged(state=KazooState.CONNECTED):
                 self._reconnect()
-            case MembersChanged():
+            case MembersChanged() | QuarantineChanged():
                 self._request_pass()
             case ClaimsChanged(claimed=claimed):
                 # Only worth a pass if one of ours vanished or some stream is free.
@@ -320,6 +353,7 @@ class Balancer:
             return  # ChildrenWatch re-arms itself after a reconnect or a new session
         ChildrenWatch(self.client, self.paths.active_consumers, self._on_members)
         ChildrenWatch(self.client, self.paths.claimed_streams, self._on_claims)
+        ChildrenWatch(self.client, self.paths.quarantined_streams, self._on_quarantine)
         self._watching = True
 
     def _verify(self) -> None:

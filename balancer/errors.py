@@ -6,7 +6,6 @@ from framework.errors import SessionizerError
 
 __all__ = [
     "BalancerError",
-    "CommitUncertain",
     "DuplicateConsumer",
     "InvalidTransition",
     "MembershipLost",
@@ -37,20 +36,6 @@ class StreamFenced(BalancerError):
             f"{found}); another node has taken the stream. The node drops it without "
             "committing and rebalances; nothing to do unless this repeats, which points at "
             "long pauses (GC, swap, SIGSTOP) or a session timeout that is too short"
-        )
-
-
-class CommitUncertain(BalancerError):
-    """The connection dropped during a write: it may or may not have been applied."""
-
-    def __init__(self, stream: str, *, node: str | None = None) -> None:
-        self.stream = stream
-        self.node = node
-        super().__init__(
-            f"stream {stream}: {_who(node)} lost its ZooKeeper connection during a state "
-            "commit, so the outcome is unknown. The node waits for the connection and "
-            "re-reads the stream's version before committing again; check ZooKeeper's health "
-            "if this repeats"
         )
 
 

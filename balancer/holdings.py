@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import structlog
 from kazoo.client import KazooClient
 
-from balancer import claims, plan
+from balancer import claims, plan, quarantine
 from balancer.config import BalancerConfig, BalancerListener
 from balancer.errors import MembershipLost, StreamFenced
 from balancer.fencing import StreamLease
@@ -97,8 +97,12 @@ class Holdings:
         if self._maybe_ours:
             claims.release(self.client, self.paths, self._maybe_ours, session)
             self._maybe_ours.clear()
-        streams = self.client.get_children(self.paths.active_streams)
+        active = self.client.get_children(self.paths.active_streams)
         claimed = set(self.client.get_children(self.paths.claimed_streams))
+        # Read after the claims: a claim freed by a quarantining owner was freed after
+        # its marker was created, so this listing has the marker (ZooKeeper's order).
+        quarantined = quarantine.names(self.client, self.paths)
+        streams = plan.balanceable(active, quarantined)
         self.stream_count = len(streams)
         self.drop(sorted(set(self.leases) - claimed), reason="claim_vanished")
         shares = plan.share(len(streams), members)
@@ -111,6 +115,7 @@ class Holdings:
             "balance_pass",
             members=members,
             streams=len(streams),
+            quarantined=len(quarantined),
             held=len(self.leases),
             target=self.target,
             slot=self.slot,
@@ -182,8 +187,25 @@ class Holdings:
         self._maybe_ours.add(stream)
         return True
 
+    def quarantine(self, stream: str, reason: str) -> quarantine.Outcome | None:
+        """Mark `stream` quarantined and forget it like a fenced one; None if not held.
+
+        The marker is created (checked against the epoch we hold) before the
+        claim is freed by the next pass, so no other member sees the stream
+        free and unmarked.  kazoo errors propagate after the stream is forgotten.
+        """
+        lease = self.leases.get(stream)
+        if lease is None:
+            return None
+        try:
+            return quarantine.mark(
+                self.client, self.paths, stream, lease.epoch, reason=reason, node=self.node
+            )
+        finally:
+            self.forget_fenced(stream)
+
     def current_version(self, stream: str) -> int:
-        """Re-read the state version of a stream we hold (after `CommitUncertain`)."""
+        """Re-read the state version of a stream we hold (after an uncertain commit)."""
         if self.session is None:
             raise MembershipLost(self.node, "cannot verify a stream while disconnected")
         lease = self.leases.get(stream)

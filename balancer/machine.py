@@ -21,6 +21,7 @@ __all__ = [
     "ConnectionChanged",
     "Event",
     "MembersChanged",
+    "QuarantineChanged",
     "StateMachine",
 ]
 
@@ -96,4 +97,11 @@ class ClaimsChanged:
     claimed: tuple[str, ...]
 
 
-Event = ConnectionChanged | MembersChanged | ClaimsChanged
+@dataclass(frozen=True)
+class QuarantineChanged:
+    """The children of `quarantined_streams` changed (a stream quarantined or reset)."""
+
+    quarantined: tuple[str, ...]
+
+
+Event = ConnectionChanged | MembersChanged | ClaimsChanged | QuarantineChanged

@@ -66,6 +66,11 @@ class AppPaths:
         return f"{self.root}/stream_state"
 
     @property
+    def quarantined_streams(self) -> str:
+        """Parent of the persistent quarantine markers, one per stream with a corrupt state."""
+        return f"{self.root}/quarantined_streams"
+
+    @property
     def parents(self) -> tuple[str, ...]:
         """Every parent znode the balancer needs to exist."""
         return (
@@ -74,6 +79,7 @@ class AppPaths:
             self.claimed_streams,
             self.overflow_streams,
             self.stream_states,
+            self.quarantined_streams,
         )
 
     def stream(self, stream: str) -> str:
@@ -97,3 +103,7 @@ class AppPaths:
     def stream_state(self, stream: str) -> str:
         """`stream_state/<stream>`: its version is the stream's fencing epoch."""
         return f"{self.stream_states}/{_segment('stream', stream)}"
+
+    def quarantined(self, stream: str) -> str:
+        """`quarantined_streams/<stream>`: while it exists, no member takes the stream."""
+        return f"{self.quarantined_streams}/{_segment('stream', stream)}"

@@ -1,7 +1,8 @@
 """The balance arithmetic (DESIGN section 4, thesis Appendix A with its slips fixed), pure.
 
-One balance pass of one member, in two steps because the overflow-slot race is
-decided by ZooKeeper in between:
+One balance pass of one member shares out the `balanceable` streams (the
+active ones minus the quarantined, whose state is corrupt), in two steps
+because the overflow-slot race is decided by ZooKeeper in between:
 
 1. `slot_plan`: keep the slot we hold while its index is below the overflow
    count; otherwise try the free slots `0..overflow-1` in order.
@@ -23,6 +24,7 @@ __all__ = [
     "Moves",
     "Share",
     "SlotPlan",
+    "balanceable",
     "cheapest",
     "default_cost",
     "moves",
@@ -59,6 +61,16 @@ class Moves:
     release: tuple[str, ...]
     claim: tuple[str, ...]
     need: int
+
+
+def balanceable(streams: Iterable[str], quarantined: Collection[str]) -> list[str]:
+    """The streams a pass shares out: the active ones minus the quarantined, sorted.
+
+    A quarantined stream counts neither in the share nor as a claim candidate,
+    so the spread rule holds among the healthy streams; one that we hold is
+    released like a stream that is no longer active (`moves`).
+    """
+    return sorted(set(streams).difference(quarantined))
 
 
 def share(streams: int, members: int) -> Share:

@@ -1,7 +1,8 @@
 """A read-only snapshot of an app's balancing state in ZooKeeper (`sessionizer status`).
 
 The shape is the `status --json` contract (DESIGN section 11):
-`{"app", "consumers": [{"id", "streams"}], "streams": [{"name", "owner", ...}]}`.
+`{"app", "consumers": [{"id", "streams"}], "streams": [{"name", "owner", ...}]}`;
+each stream row also has `"corrupt"`: the reason its state is quarantined, or None.
 The balancer knows members, claims and epochs only; the state columns
 (`safe_offset`, `committed_offset`, `end_offset`, `open_sessions`, `ignored`)
 come from a `StreamColumns` function the caller passes in, so this package
@@ -16,7 +17,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from balancer import claims
+from balancer import claims, quarantine
 from balancer.paths import AppPaths
 
 __all__ = ["StreamColumns", "format_table", "snapshot"]
@@ -41,7 +42,8 @@ def snapshot(
         owners = claims.read_owners(client, paths)
     except NoNodeError:
         owners = {}
-    names = sorted(set(_children(client, paths.active_streams)) | set(owners))
+    corrupt = quarantine.read_all(client, paths)
+    names = sorted(set(_children(client, paths.active_streams)) | set(owners) | set(corrupt))
     by_member: dict[str, list[str]] = {member: [] for member in members}
     rows = []
     for name in names:
@@ -49,7 +51,8 @@ def snapshot(
         owner = claim.get("consumer")
         if owner in by_member:
             by_member[owner].append(name)
-        rows.append({"name": name, "owner": owner, "epoch": claim.get("epoch")})
+        reason = corrupt[name].get("reason", "unknown") if name in corrupt else None
+        rows.append({"name": name, "owner": owner, "epoch": claim.get("epoch"), "corrupt": reason})
     extra = columns(names) if columns else {}
     for row in rows:
         row.update(extra.get(row["name"], {}))
@@ -60,25 +63,47 @@ def snapshot(
     }
 
 
+_NOT_COLUMNS = ("name", "owner", "corrupt")  # shown otherwise than as a column of their own
+
+
 def format_table(status: Mapping[str, Any]) -> str:
-    """A plain-text rendering: one line per consumer, then one line per stream."""
+    """A plain-text rendering: one line per consumer, one per stream, then the corrupt ones.
+
+    A quarantined stream shows `corrupt` in the owner column (or `corrupt:<owner>`
+    in the moment before its owner frees the claim); the reasons follow the table.
+    """
     streams = status["streams"]
     claimed = sum(1 for row in streams if row["owner"] is not None)
+    corrupt = [row for row in streams if row.get("corrupt") is not None]
+    counts = f"{claimed} claimed" + (f", {len(corrupt)} corrupt" if corrupt else "")
     lines = [
         f"app {status['app']}: {len(status['consumers'])} consumers, "
-        f"{len(streams)} streams ({claimed} claimed)",
+        f"{len(streams)} streams ({counts})",
         "",
         f"{'CONSUMER':<24} {'STREAMS':>7}",
     ]
     lines += [f"{c['id']:<24} {len(c['streams']):>7}" for c in status["consumers"]]
-    keys = [k for k in (streams[0] if streams else {}) if k not in ("name", "owner")]
+    keys = [k for k in (streams[0] if streams else {}) if k not in _NOT_COLUMNS]
     width = max([len("STREAM"), *(len(row["name"]) for row in streams)])
     header = f"{'STREAM':<{width}} {'OWNER':<24}" + "".join(f" {k.upper():>12}" for k in keys)
     lines += ["", header]
     for row in streams:
         cells = "".join(f" {_cell(row.get(k)):>12}" for k in keys)
-        lines.append(f"{row['name']:<{width}} {_cell(row['owner']):<24}{cells}")
-    return "\n".join(lines)
+        lines.append(f"{row['name']:<{width}} {_owner(row):<24}{cells}")
+    return "\n".join(lines + _corrupt_lines(corrupt))
+
+
+def _owner(row: Mapping[str, Any]) -> str:
+    if row.get("corrupt") is None:
+        return _cell(row["owner"])
+    return "corrupt" if row["owner"] is None else f"corrupt:{row['owner']}"
+
+
+def _corrupt_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    hint = "no node takes these; repair: sessionizer streams reset STREAM --from-offset N"
+    return ["", f"CORRUPT ({hint})"] + [f"{row['name']}: {row['corrupt']}" for row in rows]
 
 
 def _cell(value: Any) -> str:

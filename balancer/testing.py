@@ -1,4 +1,4 @@
-"""Helpers to run `balancer.member` processes against real ZooKeeper and check the result.
+"""Helpers to run `framework.member` processes against real ZooKeeper and check the result.
 
 Used by the integration tests and the convergence benchmark: a `MemberGroup`
 spawns members and always reaps them, a `ClaimObserver` watches ZooKeeper from
@@ -92,7 +92,7 @@ def balanced(
 
 @dataclass
 class MemberProcess:
-    """One `python -m balancer.member` process and its JSON-lines log."""
+    """One `python -m framework.member` process and its JSON-lines log."""
 
     node: str
     process: subprocess.Popen[bytes]
@@ -170,7 +170,7 @@ class ProcessGroup:
 
 
 class MemberGroup(ProcessGroup):
-    """`balancer.member` processes of one app."""
+    """`framework.member` processes of one app (the module is named, not imported)."""
 
     def __init__(
         self,
@@ -190,7 +190,7 @@ class MemberGroup(ProcessGroup):
     def start(self, node: str, *, drain: float | None = None) -> MemberProcess:
         """Spawn one member with id `node`."""
         command = [
-            sys.executable, "-m", "balancer.member", "--zk", self.zk_hosts, "--app", self.app,
+            sys.executable, "-m", "framework.member", "--zk", self.zk_hosts, "--app", self.app,
             "--id", node, "--session-timeout", str(self.session_timeout), *self.extra_args,
         ]  # fmt: skip
         if drain is not None:

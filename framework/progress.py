@@ -12,26 +12,35 @@ from kazoo.exceptions import NoNodeError
 
 from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
+from state.errors import CorruptStateError
 from state.record import StreamState
 
-__all__ = ["end_offsets", "read_states", "state_columns"]
+__all__ = ["end_offsets", "read_records", "read_states", "state_columns"]
 
 _END_OFFSETS_TIMEOUT_MS = 10_000
+
+
+def read_records(client: KazooClient, paths: AppPaths, streams: Iterable[str]) -> dict[str, bytes]:
+    """The stored state record of each stream, undecoded (empty if none was committed yet)."""
+    pending = [(s, client.get_async(paths.stream_state(s))) for s in streams]
+    records = {}
+    for stream, result in pending:
+        try:
+            records[stream] = result.get()[0] or b""
+        except NoNodeError:
+            records[stream] = b""
+    return records
 
 
 def read_states(
     client: KazooClient, paths: AppPaths, streams: Iterable[str]
 ) -> dict[str, StreamState]:
-    """The committed state of each stream (the initial state if none was committed yet)."""
-    pending = [(s, client.get_async(paths.stream_state(s))) for s in streams]
-    states = {}
-    for stream, result in pending:
-        try:
-            data = result.get()[0]
-        except NoNodeError:
-            data = b""
-        states[stream] = StreamState.decode(data, stream=stream)
-    return states
+    """The committed state of each stream (the initial state if none was committed yet).
+
+    Raises `CorruptStateError` for a record that cannot be decoded.
+    """
+    records = read_records(client, paths, streams)
+    return {stream: StreamState.decode(data, stream=stream) for stream, data in records.items()}
 
 
 def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
@@ -56,20 +65,32 @@ def state_columns(
     """The `status` columns a stream's state and Kafka give (a `balancer.status.StreamColumns`)."""
 
     def columns(streams: Sequence[str]) -> dict[str, dict[str, Any]]:
-        states = read_states(client, connection.paths, streams)
+        records = read_records(client, connection.paths, streams)
         try:
             ends: dict[str, int | None] = dict(end_offsets(connection.bootstrap, streams))
         except KafkaError:
             ends = dict.fromkeys(streams)  # Kafka unreachable: show the ZooKeeper view
         return {
-            stream: {
-                "safe_offset": state.safe_offset,
-                "committed_offset": state.committed_offset,
-                "end_offset": ends.get(stream),
-                "open_sessions": state.open_sessions,
-                "ignored": len(state.ignore),
-            }
-            for stream, state in states.items()
+            stream: _cells(_decoded(data, stream), ends.get(stream))
+            for stream, data in records.items()
         }
 
     return columns
+
+
+def _decoded(data: bytes, stream: str) -> StreamState | None:
+    try:
+        return StreamState.decode(data, stream=stream)
+    except CorruptStateError:
+        return None  # shown as blanks; the row's `corrupt` says why once it is quarantined
+
+
+def _cells(state: StreamState | None, end: int | None) -> dict[str, Any]:
+    """The columns in the table's order; blanks for a record that cannot be decoded."""
+    return {
+        "safe_offset": None if state is None else state.safe_offset,
+        "committed_offset": None if state is None else state.committed_offset,
+        "end_offset": end,
+        "open_sessions": None if state is None else state.open_sessions,
+        "ignored": None if state is None else len(state.ignore),
+    }

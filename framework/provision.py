@@ -1,13 +1,29 @@
-"""Provision an app's streams: Kafka topics first, then the ZooKeeper registry."""
+"""Provision an app's streams (Kafka topics first, then the ZooKeeper registry), and reset one."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from kafka.errors import KafkaError
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from balancer import quarantine
+from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
+from framework.errors import ConfigError
+from framework.progress import end_offsets
 from framework.zookeeper import zookeeper_client
 from router.provisioning import TopicPlan, create_stream_topics
 from router.registry import check_stream_count, register_streams
+from state.errors import FencedError
+from state.record import StreamState
+from state.zookeeper_store import ZooKeeperRecords
 
-__all__ = ["provision_streams"]
+__all__ = ["provision_streams", "reset_stream"]
+
+# A reset re-reads and retries when an owner's commit or a take moved the version meanwhile.
+_RESET_ATTEMPTS = 5
 
 
 def provision_streams(connection: ConnectionConfig, count: int, replication: int = 1) -> int:
@@ -24,3 +40,70 @@ def provision_streams(connection: ConnectionConfig, count: int, replication: int
         created = create_stream_topics(connection.bootstrap, plan)
         register_streams(client, registry, connection.app, plan.stream_topics())
     return len(created)
+
+
+def reset_stream(connection: ConnectionConfig, stream: str, from_offset: int) -> dict[str, Any]:
+    """Restart `stream` at `from_offset` with a fresh state record, and lift its quarantine.
+
+    The record `StreamState(stream, safe_offset=N, committed_offset=N)` is
+    written with a version-checked write through `ZooKeeperRecords` (the one
+    fenced writer), which bumps the version and so fences any current owner;
+    the quarantine marker is deleted only after that.  Returns what `streams
+    reset` prints: `{"stream", "from_offset", "was_corrupt"}`.
+    """
+    if from_offset < 0:
+        raise ConfigError(f"--from-offset must be >= 0, got {from_offset}")
+    paths = connection.paths
+    with zookeeper_client(connection.zk) as client:
+        _check_stream(client, paths, stream)
+        _check_offset(connection, stream, from_offset)
+        _write_fresh(client, paths, stream, from_offset)
+        marker = quarantine.clear(client, paths, stream)
+    reason = None if marker is None else str(marker.get("reason", "unknown"))
+    return {"stream": stream, "from_offset": from_offset, "was_corrupt": reason}
+
+
+def _check_stream(client: KazooClient, paths: AppPaths, stream: str) -> None:
+    try:
+        streams = client.get_children(paths.active_streams)
+    except NoNodeError:
+        streams = []
+    if stream not in streams:
+        raise ConfigError(
+            f"{stream!r} is not one of app {paths.app}'s {len(streams)} streams "
+            f"(registered under {paths.active_streams}); check the name and --app"
+        )
+
+
+def _check_offset(connection: ConnectionConfig, stream: str, from_offset: int) -> None:
+    try:
+        end = end_offsets(connection.bootstrap, [stream]).get(stream)
+    except KafkaError as exc:
+        raise ConfigError(
+            f"cannot read the end offset of {stream} from Kafka at {connection.bootstrap} "
+            f"({exc!r}); nothing was reset"
+        ) from exc
+    if end is None:
+        raise ConfigError(f"Kafka has no end offset for {stream}; nothing was reset")
+    if from_offset > end:
+        raise ConfigError(
+            f"--from-offset {from_offset} is past the end of {stream} (end offset {end}, "
+            "the next offset to be written); nothing was reset"
+        )
+
+
+def _write_fresh(client: KazooClient, paths: AppPaths, stream: str, offset: int) -> int:
+    """Write the fresh record over whatever version is there; return the new version."""
+    records = ZooKeeperRecords(client, paths.stream_states)
+    client.ensure_path(records.path(stream))  # never taken yet: an empty record
+    for _ in range(_RESET_ATTEMPTS):
+        _, version = records.read(stream)
+        fresh = StreamState(stream, epoch=version + 1, safe_offset=offset, committed_offset=offset)
+        try:
+            return records.write(stream, fresh.encode(), version)
+        except FencedError:
+            continue  # an owner committed, or a node took the stream, meanwhile: read again
+    raise ConfigError(
+        f"{stream}: its state kept changing under the reset ({_RESET_ATTEMPTS} attempts); "
+        "nothing was reset, try again"
+    )

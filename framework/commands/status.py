@@ -1,4 +1,8 @@
-"""`sessionizer status [--json] [--watch]`: who owns which stream, from ZooKeeper."""
+"""`sessionizer status [--json] [--watch]`: who owns which stream, from ZooKeeper.
+
+Each stream row has `corrupt`: the reason its state is quarantined, or null;
+the table shows `corrupt` as the owner and lists the reasons below it.
+"""
 
 from __future__ import annotations
 
@@ -86,6 +90,8 @@ def _watch(
 
     ChildrenWatch(client, paths.claimed_streams, mark)
     ChildrenWatch(client, paths.active_consumers, mark)
+    if client.exists(paths.quarantined_streams) is not None:  # absent until a member starts
+        ChildrenWatch(client, paths.quarantined_streams, mark)
     clear = sys.stdout.isatty() and not as_json
     while True:
         # Claims changing redraw at once; offsets move without any znode child

@@ -1,4 +1,8 @@
-"""`sessionizer streams create --count N [--replication R]`."""
+"""`sessionizer streams create --count N` and `sessionizer streams reset STREAM --from-offset N`.
+
+`reset` is the operator's repair of a stream whose state is quarantined as corrupt
+(DESIGN section 5), and a way to move any stream to another offset.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,14 @@ import json
 
 from framework.commands.options import connection_from_args
 from framework.errors import ConfigError
-from framework.provision import provision_streams
+from framework.provision import provision_streams, reset_stream
 
 __all__ = ["add_parser"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Register `streams create`."""
-    parser = subparsers.add_parser("streams", help="provision the app's streams")
+    """Register `streams create` and `streams reset`."""
+    parser = subparsers.add_parser("streams", help="provision the app's streams, or reset one")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser(
         "create",
@@ -24,6 +28,27 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     create.add_argument("--count", type=int, required=True, help="number of streams")
     create.add_argument("--replication", type=int, default=1, help="replication factor")
     create.set_defaults(run=run_create)
+    reset = actions.add_parser(
+        "reset",
+        parents=[common],
+        help="restart STREAM at an offset with a fresh state; lifts a corrupt-state quarantine",
+        description=(
+            "Writes a fresh state record for STREAM (safe and committed offset N, empty "
+            "ignore list), which fences off its current owner, then lifts its quarantine. "
+            "The only way to repair a stream whose state is corrupt. The next owner reads "
+            "from N with no open sessions and an empty ignore list: records before N are "
+            "skipped, and sessions that started before N are not continued."
+        ),
+    )
+    reset.add_argument("stream", metavar="STREAM", help="the stream's name, e.g. APP.stream.0003")
+    reset.add_argument(
+        "--from-offset",
+        type=int,
+        required=True,
+        metavar="N",
+        help="where the next owner starts reading (0 .. the stream's end offset)",
+    )
+    reset.set_defaults(run=run_reset)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -33,4 +58,13 @@ def run_create(args: argparse.Namespace) -> int:
     connection = connection_from_args(args)
     created = provision_streams(connection, args.count, args.replication)
     print(json.dumps({"app": connection.app, "streams": args.count, "created": created}))
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    """Reset one stream; print `{"stream", "from_offset", "was_corrupt"}`."""
+    if args.from_offset < 0:
+        raise ConfigError(f"--from-offset must be >= 0, got {args.from_offset}")
+    done = reset_stream(connection_from_args(args), args.stream, args.from_offset)
+    print(json.dumps(done), flush=True)
     return 0

@@ -1,4 +1,4 @@
-"""The balancer against real ZooKeeper: members as `balancer.member` processes, plus a
+"""The balancer against real ZooKeeper: members as `framework.member` processes, plus a
 few in-process `Balancer`s where the test must see the callbacks themselves.
 
 Invariants checked throughout: every stream is claimed once by a live member
@@ -29,9 +29,7 @@ from balancer import (
     BalancerConfig,
     BalancerState,
     NoopListener,
-    StreamFenced,
     StreamLease,
-    fenced_write,
 )
 from balancer.claims import release, take
 from balancer.status import snapshot
@@ -47,6 +45,8 @@ from balancer.testing import (
 from framework.cluster import LocalCluster
 from framework.cluster.zookeeper import four_letter_word
 from framework.commands import status as status_command
+from state.errors import FencedError
+from state.zookeeper_store import ZooKeeperRecords
 
 pytestmark = pytest.mark.integration
 
@@ -188,14 +188,13 @@ def test_stale_owner_cannot_commit_or_release(zk_hosts: str, app: str) -> None:
         old.restart()  # the session ends (claim gone) and a new one starts, as after expiry
         lease = take(new, paths, stream, "new", new.client_id[0])
         assert lease is not None and lease.epoch == stale.epoch + 1
-        with pytest.raises(StreamFenced):
-            fenced_write(old, paths.stream_state(stream), b"stale", stale.epoch, node="old")
+        with pytest.raises(FencedError):
+            ZooKeeperRecords(old, paths.stream_states).write(stream, b"stale", stale.epoch)
         # A stale release must not delete the new owner's claim either.
         assert release(old, paths, [stream], old.client_id[0]) == []
         assert new.exists(paths.claim(stream)) is not None
-        assert (
-            fenced_write(new, paths.stream_state(stream), b"fresh", lease.epoch) == lease.epoch + 1
-        )
+        fresh = ZooKeeperRecords(new, paths.stream_states).write(stream, b"fresh", lease.epoch)
+        assert fresh == lease.epoch + 1
     finally:
         for client in (old, new):
             client.stop()
@@ -303,8 +302,8 @@ def test_reported_fence_frees_the_claim_and_the_stream_is_taken_again(
         stream = names[0]
         old = a.balancer.leases[stream]
         zk.set(paths.stream_state(stream), b"moved by someone else")  # the epoch moves on
-        with pytest.raises(StreamFenced, match=stream):
-            fenced_write(a.balancer.client, paths.stream_state(stream), b"x", old.epoch)
+        with pytest.raises(FencedError, match=stream):
+            ZooKeeperRecords(a.balancer.client, paths.stream_states).write(stream, b"x", old.epoch)
         a.balancer.report_fenced(stream)
         assert stream not in a.balancer.leases
         # Its claim was still ours: it is freed, and the only member takes it again.

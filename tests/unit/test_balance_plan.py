@@ -28,6 +28,11 @@ class World:
     members: list[str]
     owner: dict[str, str] = field(default_factory=dict)
     slots: dict[int, str] = field(default_factory=dict)
+    quarantined: set[str] = field(default_factory=set)
+
+    @property
+    def healthy(self) -> list[str]:
+        return plan.balanceable(self.streams, self.quarantined)
 
     def held(self, member: str) -> set[str]:
         return {s for s, o in self.owner.items() if o == member}
@@ -41,12 +46,18 @@ class World:
         self.owner = {s: o for s, o in self.owner.items() if o != member}
         self.slots = {i: o for i, o in self.slots.items() if o != member}
 
+    def quarantine(self, stream: str) -> None:
+        """Its owner creates the marker, then frees the claim without a revoke."""
+        self.quarantined.add(stream)
+        self.owner.pop(stream, None)
+
 
 def balance_pass(world: World, member: str, rng: random.Random) -> None:
     """One member's pass, as `Balancer` runs it against ZooKeeper."""
     held = world.held(member)
-    shares = plan.share(len(world.streams), len(world.members))
-    free = len(world.streams) - len(world.owner)
+    streams = world.healthy
+    shares = plan.share(len(streams), len(world.members))
+    free = len(set(streams) - set(world.owner))
     slots = plan.slot_plan(
         world.slot_of(member), shares, set(world.slots), held=len(held), free=free
     )
@@ -59,7 +70,7 @@ def balance_pass(world: World, member: str, rng: random.Random) -> None:
             slot = index
             break
     moves = plan.moves(
-        held, world.streams, set(world.owner), plan.target(shares, slot is not None), rng=rng
+        held, streams, set(world.owner), plan.target(shares, slot is not None), rng=rng
     )
     for stream in moves.release:
         del world.owner[stream]
@@ -88,9 +99,9 @@ def make_world(streams: int, members: int) -> World:
 
 
 def assert_balanced(world: World) -> None:
-    """Every stream owned exactly once; everyone at base or base + 1; overflow respected."""
-    shares = plan.share(len(world.streams), len(world.members))
-    assert set(world.owner) == set(world.streams)
+    """Every healthy stream owned exactly once, no quarantined one; base or base + 1 each."""
+    shares = plan.share(len(world.healthy), len(world.members))
+    assert set(world.owner) == set(world.healthy)
     counts = [len(world.held(m)) for m in world.members]
     assert all(c in (shares.base, shares.base + 1) for c in counts), counts
     assert sum(c == shares.base + 1 for c in counts) <= shares.overflow
@@ -189,3 +200,73 @@ def test_streams_no_longer_active_are_released_first() -> None:
     result = plan.moves(["gone", "a"], ["a", "b"], ["gone", "a"], 2)
     assert result.release == ("gone",)
     assert (result.claim, result.need) == (("b",), 1)
+
+
+def test_balanceable_leaves_quarantined_streams_out() -> None:
+    assert plan.balanceable(["s2", "s0", "s1"], {"s1", "elsewhere"}) == ["s0", "s2"]
+    assert plan.balanceable(["s0"], set()) == ["s0"]
+    assert plan.balanceable([], {"s0"}) == []
+
+
+def test_a_held_quarantined_stream_is_released_and_never_claimed() -> None:
+    streams = plan.balanceable(["a", "b", "q"], {"q"})
+    result = plan.moves(["a", "q"], streams, ["a", "q"], 2, rng=random.Random(0))
+    assert result.release == ("q",)
+    assert (result.claim, result.need) == (("b",), 1)
+    free = plan.moves([], streams, [], 3, rng=random.Random(0))
+    assert "q" not in free.claim and free.need == 3
+
+
+def test_share_counts_only_the_healthy_streams() -> None:
+    # 13 streams, 2 quarantined, 5 members: 11 healthy give 3/2/2/2/2, never 3/3/3/2/2.
+    streams = plan.balanceable([f"s{i:02d}" for i in range(13)], {"s03", "s07"})
+    assert plan.share(len(streams), 5) == plan.Share(base=2, overflow=1)
+
+
+quarantine_picks = st.lists(st.integers(0, 149), max_size=10)
+
+
+@given(sizes, quarantine_picks, seeds)
+@example((10, 3), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 0)  # everything quarantined
+def test_fixed_point_with_quarantined_streams_is_balanced_among_the_healthy(
+    size: tuple[int, int], picks: list[int], seed: int
+) -> None:
+    world = make_world(*size)
+    world.quarantined = {world.streams[i % len(world.streams)] for i in picks if world.streams}
+    settle(world, random.Random(seed))
+    assert_balanced(world)
+    assert not world.quarantined & set(world.owner)
+
+
+@given(sizes.filter(lambda s: s[0] > 0), st.integers(0, 149), seeds)
+@example((10, 4), 0, 0)
+@example((8, 4), 3, 1)  # the quarantined stream's owner held an overflow slot, or none
+def test_quarantining_a_held_stream_moves_at_most_one_other(
+    size: tuple[int, int], which: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    world = make_world(*size)
+    settle(world, rng)
+    before = dict(world.owner)
+    bad = world.streams[which % len(world.streams)]
+    world.quarantine(bad)
+    settle(world, rng)
+    assert_balanced(world)
+    assert bad not in world.owner
+    assert len(moved(before, world.owner)) <= 1
+
+
+@given(sizes, st.integers(0, 149), seeds)
+def test_a_reset_stream_is_taken_again_and_the_rest_stays_put(
+    size: tuple[int, int], which: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    world = make_world(*size)
+    if world.streams:
+        world.quarantined = {world.streams[which % len(world.streams)]}
+    settle(world, rng)
+    before = dict(world.owner)
+    world.quarantined.clear()  # `streams reset` deleted the marker
+    settle(world, rng)
+    assert_balanced(world)
+    assert len(moved(before, world.owner)) <= 2  # the reset stream, maybe one to even out

@@ -14,6 +14,7 @@ from balancer import (
     BalancerState,
     InvalidTransition,
     StreamFenced,
+    quarantine,
 )
 from balancer.claims import decode, encode
 from balancer.machine import StateMachine
@@ -29,6 +30,8 @@ def test_paths_follow_the_thesis_layout() -> None:
     assert paths.consumer("n1") == "/sessionizer/shop/active_consumers/n1"
     assert paths.overflow(2) == "/sessionizer/shop/overflow_streams/2"
     assert paths.stream_state("s") == "/sessionizer/shop/stream_state/s"
+    assert paths.quarantined("s") == "/sessionizer/shop/quarantined_streams/s"
+    assert paths.quarantined_streams in paths.parents
     assert AppPaths("shop", "other").active_streams == "/other/shop/active_streams"
 
 
@@ -38,6 +41,8 @@ def test_paths_refuse_names_that_are_not_one_segment(bad: str) -> None:
         AppPaths(bad)
     with pytest.raises(ConfigError):
         AppPaths("shop").claim(bad)
+    with pytest.raises(ConfigError):
+        AppPaths("shop").quarantined(bad)
 
 
 def test_config_is_validated() -> None:
@@ -128,3 +133,33 @@ def test_ownership_checker_exempts_members_cut_off_by_zookeeper(tmp_path: Path) 
     killed = _member(tmp_path, "a", [(10.0, "assigned", ["s0"])])
     assert ownership_violations({"a": killed, "b": b}, ended={"a": 14.0}) == []
     assert ownership_violations({"a": killed, "b": b}) != []
+
+
+def test_status_table_shows_corrupt_streams_and_why() -> None:
+    status = {
+        "app": "shop",
+        "consumers": [{"id": "n1", "streams": ["s0"]}],
+        "streams": [
+            {"name": "s0", "owner": "n1", "epoch": 4, "corrupt": None, "safe_offset": 7},
+            {
+                "name": "s1",
+                "owner": None,
+                "epoch": None,
+                "corrupt": "bad marker byte",
+                "safe_offset": None,
+            },
+        ],
+    }
+    lines = format_table(status).splitlines()
+    assert "1 consumers, 2 streams (1 claimed, 1 corrupt)" in lines[0]
+    assert ["STREAM", "OWNER", "EPOCH", "SAFE_OFFSET"] in [line.split() for line in lines]
+    assert ["s0", "n1", "4", "7"] in [line.split() for line in lines]
+    assert ["s1", "corrupt", "-", "-"] in [line.split() for line in lines]
+    assert lines[-1] == "s1: bad marker byte"
+    assert "streams reset STREAM --from-offset N" in lines[-2]
+
+
+def test_quarantine_marker_is_small_json_with_reason_node_and_time() -> None:
+    data = quarantine.marker("x" * 10_000, "n1", at=1700000000.12345)
+    assert data == {"reason": "x" * quarantine.MAX_REASON_CHARS, "node": "n1", "at": 1700000000.123}
+    assert decode(encode(data)) == data

@@ -1,12 +1,20 @@
 """A runnable balancer member for tests and benchmarks.
 
-    python -m balancer.member --zk HOSTS --app APP --id ID [--drain SECONDS]
+    python -m framework.member --zk HOSTS --app APP --id ID [--drain SECONDS]
 
 Runs a `Balancer` from one loop, logs every assignment change as one JSON line
 on stdout (`event="assignment"`, `node`, `streams`), commits a small fake state
-(a counter) to each held stream every `--commit-interval` seconds through
-`fenced_write` so fencing is exercised, and exits 0 on SIGTERM after
-releasing everything (or draining).
+(a counter, compact JSON `{"counter", "node"}`) to each held stream every
+`--commit-interval` seconds through `state.zookeeper_store.ZooKeeperRecords`,
+the one fenced writer of `stream_state/<stream>`, so fencing is exercised, and
+exits 0 on SIGTERM after releasing everything (or draining).
+
+Its "decode" of a stream's state, on taking the stream: an empty record is a
+counter at 0; its own counter JSON resumes the counter; a `StreamState` record
+(what `sessionizer streams reset --from-offset N` writes) resumes the counter at
+its committed offset N.  Anything else is a corrupt record: the member calls
+`Balancer.quarantine(stream, reason)` (logged as `corrupt_state`), which is how
+the tests drive the quarantine end to end without a real node.
 """
 
 from __future__ import annotations
@@ -26,14 +34,31 @@ from kazoo.exceptions import KazooException
 from balancer import claims
 from balancer.balancer import Balancer
 from balancer.config import BalancerConfig, NoopListener
-from balancer.errors import CommitUncertain, MembershipLost, StreamFenced
-from balancer.fencing import StreamLease, fenced_write
+from balancer.errors import MembershipLost, StreamFenced
+from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from balancer.paths import DEFAULT_NAMESPACE
+from state.errors import CommitUncertainError, CorruptStateError, FencedError, StateError
+from state.record import StreamState
+from state.zookeeper_store import ZooKeeperRecords
 
-__all__ = ["Member", "main", "parse_args"]
+__all__ = ["Member", "decode_counter", "main", "parse_args"]
 
 _DONE = (BalancerState.DRAINED, BalancerState.CLOSED)
+
+
+def decode_counter(data: bytes, stream: str) -> int:
+    """The counter a record holds; raise `CorruptStateError` if it is none of the three kinds.
+
+    Empty: 0.  The member's counter JSON: its counter.  A `StreamState` record
+    (written by `streams reset`): its committed offset.
+    """
+    if not data:
+        return 0
+    counter = claims.decode(data).get("counter")
+    if isinstance(counter, int) and not isinstance(counter, bool) and counter >= 0:
+        return counter
+    return StreamState.decode(data, stream=stream).committed_offset
 
 
 class Member(NoopListener):
@@ -41,6 +66,7 @@ class Member(NoopListener):
 
     def __init__(self, config: BalancerConfig, commit_interval: float) -> None:
         self.balancer = Balancer(config, self)
+        self.records = ZooKeeperRecords(self.balancer.client, self.balancer.paths.stream_states)
         self.node = config.consumer_id
         self.commit_interval = commit_interval
         self.stopping = False
@@ -48,25 +74,35 @@ class Member(NoopListener):
         self._counters: dict[str, int] = {}
         self._uncertain: set[str] = set()  # last commit's outcome unknown: re-read first
         self._logged: list[str] | None = None
-        self.log = structlog.get_logger("balancer.member").bind(node=self.node)
+        self.log = structlog.get_logger("framework.member").bind(node=self.node)
 
     # -- BalancerListener ----------------------------------------------------------
 
     def on_assigned(self, leases: Sequence[StreamLease]) -> None:
         """Start counting from whatever the previous owner committed."""
-        kept = []
-        for lease in leases:
-            try:
-                data, _ = self.balancer.client.get(self.balancer.paths.stream_state(lease.stream))
-            except KazooException as exc:
-                # Without the previous owner's counter we would write it backwards: give it up.
-                self.log.warning("state_unreadable", stream=lease.stream, error=repr(exc))
-                self.balancer.report_fenced(lease.stream)
-                continue
-            self._counters[lease.stream] = int(claims.decode(data).get("counter", 0))
-            self._versions[lease.stream] = lease.epoch
-            kept.append(lease.stream)
+        kept = [lease.stream for lease in leases if self._load(lease)]
         self.log.info("assigned", streams=kept)
+
+    def _load(self, lease: StreamLease) -> bool:
+        """Read the stream's counter at the lease's epoch; give the stream up if we cannot."""
+        stream = lease.stream
+        try:
+            data, version = self.records.read(stream)
+            if version != lease.epoch:
+                raise FencedError(stream, expected=lease.epoch, found=version)
+            counter = decode_counter(data, stream)
+        except CorruptStateError as exc:
+            self.log.warning("corrupt_state", stream=stream, error=exc.problem)
+            self.balancer.quarantine(stream, f"not a counter nor a state record: {exc.problem}")
+            return False
+        except (StateError, KazooException) as exc:
+            # Without the previous owner's counter we would write it backwards: give it up.
+            self.log.warning("state_unreadable", stream=stream, error=repr(exc))
+            self.balancer.report_fenced(stream)
+            return False
+        self._counters[stream] = counter
+        self._versions[stream] = lease.epoch
+        return True
 
     def on_revoked(self, streams: Sequence[str]) -> None:
         """Last commit before the claims go."""
@@ -107,16 +143,14 @@ class Member(NoopListener):
                 self._versions[stream] = self.balancer.current_version(stream)
                 self._uncertain.discard(stream)
             data = claims.encode({"counter": self._counters[stream] + 1, "node": self.node})
-            path = self.balancer.paths.stream_state(stream)
-            client = self.balancer.client
-            version = fenced_write(client, path, data, self._versions[stream], node=self.node)
-            self._versions[stream] = version
+            self._versions[stream] = self.records.write(stream, data, self._versions[stream])
             self._counters[stream] += 1
-        except (StreamFenced, MembershipLost) as exc:
+        except (FencedError, StreamFenced, MembershipLost) as exc:
             self.log.warning("commit_rejected", stream=stream, reason="fenced", error=str(exc))
             self._forget(stream)
             self.balancer.report_fenced(stream)
-        except CommitUncertain as exc:
+        except (CommitUncertainError, KazooException) as exc:
+            # Unknown outcome: re-read the version (only while the claim is ours) first.
             self.log.warning("commit_rejected", stream=stream, reason="connection", error=str(exc))
             self._uncertain.add(stream)
 
@@ -168,7 +202,7 @@ class Member(NoopListener):
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options (each with its environment variable where one exists)."""
-    parser = argparse.ArgumentParser(prog="python -m balancer.member", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m framework.member", description=__doc__)
     parser.add_argument(
         "--zk",
         default=os.environ.get("SESSIONIZER_ZK"),
@@ -209,7 +243,7 @@ def _configure_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `python -m balancer.member`."""
+    """Entry point of `python -m framework.member`."""
     args = parse_args(argv)
     _configure_logging()
     config = BalancerConfig(
