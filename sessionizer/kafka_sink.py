@@ -11,6 +11,7 @@ again without the original value, and `flush` goes on.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from kafka import KafkaProducer
@@ -51,6 +52,7 @@ class KafkaSink:
         self.deadletter_topic = deadletter_topic
         self.delivery_timeout = delivery_timeout
         self.max_message_bytes = max_message_bytes
+        self.unsendable: Counter[str] = Counter()
         # What was sent since the last flush, with the item each send carried.
         self._pending: list[tuple[FutureRecordMetadata, FinishedSession | DeadLetter]] = []
         timeout_ms = int(delivery_timeout * 1000)
@@ -73,6 +75,7 @@ class KafkaSink:
         try:
             value = encode_session(session, max_bytes=self.max_message_bytes)
         except UnsendableSession as exc:
+            self.unsendable[exc.reason] += 1
             self.dead_letter(session_reference(session, exc.reason, exc.error))
             return
         self._send(self.sessions_topic, session.session_id.encode(), value, None, session)
@@ -134,6 +137,7 @@ class KafkaSink:
     def _refused(self, item: FinishedSession | DeadLetter, error: str) -> None:
         """Replace an item the broker can never take by one it can (never the same again)."""
         if isinstance(item, FinishedSession):
+            self.unsendable["session-too-large"] += 1
             self.dead_letter(session_reference(item, "session-too-large", error))
         elif item.value is not None:
             size = len(item.value)

@@ -19,6 +19,7 @@ sink since the last successful `flush`.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -72,6 +73,9 @@ class UnsendableSession(ValueError):
 @runtime_checkable
 class SessionSink(Protocol):
     """Receives a node's output; see the module docstring for the delivery contract."""
+
+    unsendable: Counter[str]
+    """Sessions replaced by their reference dead letter, by reason."""
 
     def emit(self, session: FinishedSession) -> None:
         """Send one finished session (or its reference dead letter if it is unsendable)."""
@@ -132,12 +136,14 @@ class MemorySink:
     sessions: list[FinishedSession] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    unsendable: Counter[str] = field(default_factory=Counter)
 
     def emit(self, session: FinishedSession) -> None:
         """Keep one finished session (its reference, if a Kafka sink could not send it)."""
         try:
             encode_session(session, max_bytes=self.max_message_bytes)
         except UnsendableSession as exc:
+            self.unsendable[exc.reason] += 1
             self.dead_letters.append(session_reference(session, exc.reason, exc.error))
             return
         self.sessions.append(session)

@@ -70,6 +70,8 @@ class FencedStateStore:
         self.limit_bytes = limit_bytes
         self._expected: dict[str, int] = {}
         self._epochs: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
+        """Bytes of the last record committed, per stream (for the node's metrics)."""
 
     def load(self, stream: str, epoch: int) -> StreamState:
         """Read the stream's state as its owner at `epoch`; raise `FencedError` if it moved."""
@@ -95,6 +97,7 @@ class FencedStateStore:
         data = state.encode(limit=self.limit_bytes)
         try:
             self._expected[stream] = self.records.write(stream, data, expected)
+            self.sizes[stream] = len(data)
         except (FencedError, CommitUncertainError):
             # Either way the expected version is no longer known: never write again.
             self.release(stream)
@@ -104,6 +107,7 @@ class FencedStateStore:
         """Stop owning the stream here: later commits of it raise `StateError`."""
         self._expected.pop(stream, None)
         self._epochs.pop(stream, None)
+        self.sizes.pop(stream, None)
 
 
 class VersionedMemory:

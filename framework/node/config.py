@@ -9,6 +9,7 @@ from typing import Literal
 
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
+from framework.transport import KafkaClient, resolve_transport
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["Delivery", "NodeConfig", "default_node_id"]
@@ -42,6 +43,11 @@ class NodeConfig:
     """A session whose JSON is larger than this is dead-lettered as a reference."""
     max_unsent: int = 10_000
     """At-most-once: output held back per stream before the stream stops reading."""
+    metrics_port: int | None = None
+    """Serve /metrics, /healthz and /readyz on this port (0: any free port; None: off)."""
+    metrics_host: str = "0.0.0.0"
+    kafka_client: KafkaClient = "auto"
+    """The Kafka client library for the record source and the sink (`framework.transport`)."""
 
     def __post_init__(self) -> None:
         if self.processor and ":" not in self.processor:
@@ -62,9 +68,17 @@ class NodeConfig:
             raise ConfigError(f"--drain must be >= 0 seconds, got {self.drain_seconds}")
         if self.delivery not in ("at-least-once", "at-most-once"):
             raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"--metrics-port must be a TCP port, got {self.metrics_port}")
+        resolve_transport(self.kafka_client)  # an unknown or missing client fails here, clearly
         for name in ("max_poll_records", "max_message_bytes", "max_unsent"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def stall_limit(self) -> float:
+        """How long one loop step may legitimately block (a flush, then a commit round)."""
+        return self.delivery_timeout + self.session_timeout + 5.0
 
     @property
     def shutdown_deadline(self) -> float:

@@ -82,6 +82,7 @@ class Deliveries:
             if isinstance(output, FinishedSession):
                 self.sink.emit(output)
             else:
+                self._stats.dead_letter_reasons[output.reason] += 1
                 self.sink.dead_letter(output)
 
     def _failed(self, exc: SinkError, *, lost: int | None = None) -> None:

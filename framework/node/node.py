@@ -37,9 +37,10 @@ from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.errors import NodeCrashed, PositionOutOfRange
 from framework.node.loader import load_processor
+from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, RecordSource
-from framework.node.stats import NodeStats
+from framework.node.stats import NodeStats, metrics_snapshot
 from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
 from state.errors import (
@@ -81,6 +82,15 @@ class Node:
         self._store: StateStore | None = None
         self._coordinator: Coordinator | None = None
         self._out: Deliveries | None = None
+        self.metrics: NodeMetrics | None = None
+        self._health = LoopHealth(config.stall_limit, self._stop)
+        self._last_publish = 0.0
+        self._metrics_port = 0
+
+    @property
+    def metrics_port(self) -> int:
+        """The port `/metrics` is served on (0 until `run` started serving)."""
+        return self._metrics_port
 
     @property
     def streams(self) -> list[str]:
@@ -99,7 +109,8 @@ class Node:
             parts = self._parts or stack.enter_context(connect_parts(self.config))
             self._source, self._store = parts.source, parts.store
             self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
-            self._coordinator = parts.coordinator(self)
+            self._coordinator = self._health.coordinator = parts.coordinator(self)
+            self._serve_metrics(stack)
             self._coordinator.start()
             self._log.info("node_started", app=self.config.connection.app)
             try:
@@ -113,7 +124,24 @@ class Node:
                 raise
             finally:
                 self._close_coordinator()
+        if self.metrics is not None:
+            self._publish()  # the final counts, for whoever reads `metrics` after `run`
         self._log.info("node_stopped", **self.stats.totals(self._tasks.values()))
+
+    def _serve_metrics(self, stack: ExitStack) -> None:
+        if self.config.metrics_port is None:
+            return
+        self.metrics = NodeMetrics(self.config.node_id)
+        server = MetricsServer(
+            self.metrics,
+            port=self.config.metrics_port,
+            host=self.config.metrics_host,
+            alive=self._health.alive,
+            ready=self._health.ready,
+        ).start()
+        stack.callback(server.close)
+        self._metrics_port = server.port
+        self._log.info("metrics_serving", port=server.port, paths="/metrics /healthz /readyz")
 
     def _loop_until_stopped(self) -> None:
         while not self._stop.is_set():
@@ -169,6 +197,19 @@ class Node:
             if time.monotonic() - self._last_commit >= self.config.commit_interval:
                 self._commit(list(self._tasks))
         self.stats.maybe_report(self._log, self._tasks, self._source, self.config.stats_interval)
+        now = self._health.beat()
+        if self.metrics is not None and now - self._last_publish >= 1.0:
+            self._publish()
+
+    def _publish(self) -> None:
+        assert self.metrics is not None and self._out is not None
+        sizes = getattr(self._store, "sizes", {})
+        self.metrics.publish(
+            metrics_snapshot(
+                self.stats, self._tasks, self._source, sizes, self._out.sink.unsendable
+            )
+        )
+        self._last_publish = time.monotonic()
 
     # -- records -------------------------------------------------------------------
 
@@ -232,7 +273,10 @@ class Node:
             self._out.flush(self._tasks.values())
             if released:
                 self._reassign()
-        self.stats.commit_latency(time.monotonic() - started, len(streams))
+        seconds = time.monotonic() - started
+        self.stats.commit_latency(seconds, len(streams))
+        if self.metrics is not None and streams:
+            self.metrics.commit_latency.observe(seconds)
 
     def _commit_one(self, task: StreamTask) -> bool:
         assert self._store is not None and self._coordinator is not None
@@ -326,20 +370,9 @@ class Node:
             self._log.warning("bounds_unknown", streams=list(tasks), error=str(exc))
             return
         for stream, (start, end) in bounds.items():
-            committed = tasks[stream].committed
-            position = tasks[stream].position
-            if committed.committed_offset > end:
-                reason = (
-                    f"stored position {committed.committed_offset} is past the log end {end} "
-                    "(was the topic deleted and created again?)"
-                )
-                self._refuse(stream, reason)
-            elif position < start:
-                reason = (
-                    f"safe offset {position} is before the log start {start}: records were "
-                    "deleted before they were processed"
-                )
-                self._refuse(stream, reason)
+            problem = tasks[stream].outside_log(start, end)
+            if problem is not None:
+                self._refuse(stream, problem)
 
     def _refuse(self, stream: str, reason: str) -> None:
         self._drop([stream], reassign=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kafka.errors import KafkaError
 
@@ -21,12 +21,16 @@ from framework.errors import ConfigError
 from framework.node.config import NodeConfig
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
+from framework.transport import resolve_transport
 from framework.zookeeper import zookeeper_client
 from router.naming import deadletter_topic, sessions_topic
 from sessionizer.kafka_sink import KafkaSink
 from sessionizer.sinks import SessionSink
 from state.store import FencedStateStore, StateStore
 from state.zookeeper_store import ZooKeeperRecords
+
+if TYPE_CHECKING:
+    from sessionizer.confluent_sink import ConfluentSink
 
 __all__ = ["NodeParts", "connect_parts"]
 
@@ -53,17 +57,9 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             zookeeper_client(connection.zk, session_timeout=config.session_timeout)
         )
         store = FencedStateStore(ZooKeeperRecords(client, connection.paths.stream_states))
-        bootstrap = connection.bootstrap
-        source = _kafka(config, lambda: KafkaRecordSource(bootstrap, client_id=client_id))
+        source = _kafka(config, lambda: _source(config, client_id))
         stack.callback(source.close)
-        sink = _kafka(config, lambda: KafkaSink(
-            connection.bootstrap,
-            sessions_topic(connection.app),
-            deadletter_topic(connection.app),
-            client_id=f"{client_id}-sink",
-            delivery_timeout=config.delivery_timeout,
-            max_message_bytes=config.max_message_bytes,
-        ))  # fmt: skip
+        sink = _kafka(config, lambda: _sink(config, f"{client_id}-sink"))
         stack.callback(sink.close)
         balancer_config = BalancerConfig(
             zk_hosts=connection.zk,
@@ -77,6 +73,30 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             return Balancer(balancer_config, listener, client=client)
 
         yield NodeParts(source, sink, store, coordinator)
+
+
+def _source(config: NodeConfig, client_id: str) -> RecordSource:
+    bootstrap = config.connection.bootstrap
+    if resolve_transport(config.kafka_client) == "confluent":
+        from framework.node.confluent_source import ConfluentRecordSource
+
+        return ConfluentRecordSource(bootstrap, client_id=client_id)
+    return KafkaRecordSource(bootstrap, client_id=client_id)
+
+
+def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
+    app = config.connection.app
+    sink_class: type[KafkaSink | ConfluentSink] = KafkaSink
+    if resolve_transport(config.kafka_client) == "confluent":
+        from sessionizer.confluent_sink import ConfluentSink as sink_class
+    return sink_class(
+        config.connection.bootstrap,
+        sessions_topic(app),
+        deadletter_topic(app),
+        client_id=client_id,
+        delivery_timeout=config.delivery_timeout,
+        max_message_bytes=config.max_message_bytes,
+    )
 
 
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from framework.errors import SessionizerError
+from framework.node.metrics import MetricsSnapshot, StreamFigures
 from framework.node.ports import RecordSource
 from framework.node.task import StreamTask
 from sessionizer.engine import EngineCounters
 
-__all__ = ["NodeStats"]
+__all__ = ["NodeStats", "metrics_snapshot"]
 
 _SUMMED = ("fragments", "sessions", "skipped_by_ignore_list", "late", "hook_failures")
 
@@ -31,6 +33,8 @@ class NodeStats:
     commit_seconds_max: float = 0.0
     retired: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SUMMED, 0))
     retired_dead_letters: int = 0
+    dead_letter_reasons: Counter[str] = field(default_factory=Counter)
+    """Dead letters handed to the sink, by reason (sessions the sink could not send apart)."""
     _last_report: float = field(default_factory=time.monotonic)
 
     def commit_latency(self, seconds: float, streams: int) -> None:
@@ -94,3 +98,33 @@ def _lag(tasks: Mapping[str, StreamTask], source: RecordSource | None) -> dict[s
     except SessionizerError:
         return {}  # a broker is away; the next report tries again
     return {s: max(0, end - tasks[s].position) for s, (_, end) in bounds.items() if s in tasks}
+
+
+def metrics_snapshot(
+    stats: NodeStats,
+    tasks: Mapping[str, StreamTask],
+    source: RecordSource | None,
+    state_sizes: Mapping[str, int],
+    unsendable: Mapping[str, int],
+) -> MetricsSnapshot:
+    """What `/metrics` shows now: counters, dead letters by reason, and per-stream figures."""
+    bounds: Mapping[str, tuple[int, int]] = {}
+    if tasks and source is not None:
+        try:
+            bounds = source.bounds(list(tasks))
+        except SessionizerError:
+            bounds = {}  # a broker is away: lag is unknown until the next publish
+    streams = {}
+    for stream, task in tasks.items():
+        end = bounds.get(stream, (None, None))[1]
+        streams[stream] = StreamFigures(
+            lag=None if end is None else max(0, end - task.position),
+            safe_offset_lag=None if end is None else max(0, end - task.committed.safe_offset),
+            open_sessions=task.engine.counters.open_sessions,
+            state_bytes=state_sizes.get(stream),
+        )
+    return MetricsSnapshot(
+        totals=stats.totals(tasks.values()),
+        dead_letters=stats.dead_letter_reasons + Counter(unsendable),
+        streams=streams,
+    )

@@ -62,6 +62,21 @@ class StreamTask:
         """
         return self.position < self.resumed_from
 
+    def outside_log(self, start: int, end: int) -> str | None:
+        """Why resuming this stream would skip records silently, given its log's bounds."""
+        stored = self.committed.committed_offset
+        if stored > end:
+            return (
+                f"stored position {stored} is past the log end {end} "
+                "(was the topic deleted and created again?)"
+            )
+        if self.position < start:
+            return (
+                f"safe offset {self.position} is before the log start {start}: records were "
+                "deleted before they were processed"
+            )
+        return None
+
     def handle(self, record: SourceRecord) -> list[Output]:
         """Process one record of this stream; return what it produced."""
         try:

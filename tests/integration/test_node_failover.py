@@ -40,9 +40,15 @@ def _produce(connection: ConnectionConfig, fragments: list, *, end: bool) -> Non
         produce_fragments(producer, fragments, end_of_input=end)
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 @pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_a_node_dies_mid_run_and_the_output_is_still_exact(
-    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, fault: signal.Signals
+    zk_hosts: str,
+    kafka_bootstrap: str,
+    app: str,
+    tmp_path: Path,
+    fault: signal.Signals,
+    client: str,
 ) -> None:
     connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
     provision_streams(connection, STREAMS)
@@ -52,7 +58,7 @@ def test_a_node_dies_mid_run_and_the_output_is_still_exact(
 
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
         for node in ("n1", "n2", "n3"):
-            group.start(node)
+            group.start(node, "--kafka-client", client)
         _produce(connection, fragments[:half], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), 120, "catch-up")
 
@@ -73,7 +79,7 @@ def test_a_node_dies_mid_run_and_the_output_is_still_exact(
     written = read_sessions(kafka_bootstrap, app, deduplicate=False)
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
     replayed = sum(e["committed_offset"] - e["offset"] for e in resumed)
-    print(f"\n{fault.name}: {result.line()}; streams taken over {len(resumed)}, "
+    print(f"\n{fault.name} ({client}): {result.line()}; streams taken over {len(resumed)}, "
           f"records replayed {replayed}")  # fmt: skip
     assert result.exact, result
     assert resumed, "the victim's streams were never resumed by the survivors"

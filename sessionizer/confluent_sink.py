@@ -1,0 +1,165 @@
+"""`ConfluentSink`: the `KafkaSink` contract over confluent-kafka (librdkafka).
+
+Same topics, keys, values and headers as `sessionizer.kafka_sink.KafkaSink`,
+and the same rule: `flush` raises `SinkError` if anything sent since the last
+flush was not acknowledged by all in-sync replicas within `delivery_timeout`.
+librdkafka reports each delivery through one bound method that only records
+failures; a session the broker refuses as too large becomes its reference
+dead letter, a dead letter is sent again without its original value.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from sessionizer.errors import SinkError
+from sessionizer.records import FinishedSession
+from sessionizer.sinks import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DeadLetter,
+    UnsendableSession,
+    encode_session,
+    session_reference,
+)
+
+__all__ = ["ConfluentSink"]
+
+_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE,)
+
+
+class ConfluentSink:
+    """Writes sessions to `sessions_topic` and dead letters to `deadletter_topic`."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        sessions_topic: str,
+        deadletter_topic: str,
+        *,
+        client_id: str,
+        delivery_timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.sessions_topic = sessions_topic
+        self.deadletter_topic = deadletter_topic
+        self.delivery_timeout = delivery_timeout
+        self.max_message_bytes = max_message_bytes
+        self.unsendable: Counter[str] = Counter()
+        # Sessions in flight since the last flush, by session id (unique): a failed delivery
+        # report is matched to its session by key. Dead letters (rare, keys not unique)
+        # carry their own report callback instead.
+        self._sessions: dict[bytes, FinishedSession] = {}
+        self._failures: list[tuple[KafkaError, FinishedSession | DeadLetter | None]] = []
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 20,
+                "compression.type": "lz4",
+                "delivery.timeout.ms": int(delivery_timeout * 1000),
+                "message.max.bytes": max_message_bytes + 64 * 1024,
+            }
+        )
+
+    def emit(self, session: FinishedSession) -> None:
+        """Send one finished session, or its reference dead letter if it can never be sent."""
+        try:
+            value = encode_session(session, max_bytes=self.max_message_bytes)
+        except UnsendableSession as exc:
+            self.unsendable[exc.reason] += 1
+            self.dead_letter(session_reference(session, exc.reason, exc.error))
+            return
+        self._send(self.sessions_topic, session.session_id.encode(), value, None, session)
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        """Send one dead letter."""
+        self._send(self.deadletter_topic, letter.key, letter.value, letter.headers(), letter)
+
+    def flush(self) -> None:
+        """Wait until every send since the last flush is acknowledged; else raise `SinkError`."""
+        left = self._producer.flush(self.delivery_timeout)
+        self._sessions = {}
+        failures, self._failures = self._failures, []
+        if left:
+            raise SinkError(
+                f"{left} sends to {self.sessions_topic}/{self.deadletter_topic} were not "
+                f"acknowledged within {self.delivery_timeout:g} s; state is not committed, so "
+                "their streams are rewound and replayed"
+            )
+        transient = [e for e, item in failures if item is None or e.code() not in _TOO_LARGE]
+        if transient:
+            raise SinkError(
+                f"{len(transient)} sends to {self.sessions_topic}/{self.deadletter_topic} failed "
+                f"(first: {transient[0]}); state is not committed, so their streams are rewound "
+                "and replayed"
+            )
+        for error, item in failures:
+            if item is not None:
+                self._refused(item, str(error))
+        if failures:  # flush what stands for the items the broker refused
+            self.flush()
+
+    def close(self) -> None:
+        """Wait briefly for what is still queued (the caller flushed first)."""
+        self._producer.flush(min(self.delivery_timeout, 5.0))
+
+    def _send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        item: FinishedSession | DeadLetter,
+    ) -> None:
+        report = self._delivered
+        if isinstance(item, DeadLetter):
+            report = lambda error, message: self._letter_delivered(error, item)  # noqa: E731
+        deadline = time.monotonic() + self.delivery_timeout
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value=value, key=key, headers=headers, on_delivery=report
+                )
+                break
+            except BufferError:  # the local queue is full: serve delivery reports, then retry
+                if time.monotonic() >= deadline:
+                    full = f"cannot send to {topic}: the local queue stayed full"
+                    raise SinkError(full) from None
+                self._producer.poll(0.1)
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() in _TOO_LARGE:
+                    self._refused(item, str(exc))
+                    return
+                raise SinkError(f"cannot send to {topic} ({exc}); the stream is rewound") from exc
+        if isinstance(item, FinishedSession):
+            self._sessions[item.session_id.encode()] = item
+        self._producer.poll(0)  # serve delivery reports as we go
+
+    def _delivered(self, error: KafkaError | None, message: Any) -> None:
+        if error is not None:
+            self._failures.append((error, self._sessions.get(message.key())))
+
+    def _letter_delivered(self, error: KafkaError | None, letter: DeadLetter) -> None:
+        if error is not None:
+            self._failures.append((error, letter))
+
+    def _refused(self, item: FinishedSession | DeadLetter, error: str) -> None:
+        """Replace an item the broker can never take by one it can (never the same again)."""
+        if isinstance(item, FinishedSession):
+            self.unsendable["session-too-large"] += 1
+            self.dead_letter(session_reference(item, "session-too-large", error))
+        elif item.value is not None:
+            note = f"{item.error} [original value of {len(item.value)} bytes dropped: {error}]"
+            self.dead_letter(replace(item, error=note, value=None))
+        else:
+            raise SinkError(
+                f"stream {item.stream}: the dead letter of offset {item.offset} is refused even "
+                f"without its value ({error}); raise the dead-letter topic's max.message.bytes"
+            )
