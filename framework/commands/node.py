@@ -8,7 +8,6 @@ from framework.commands.options import connection_from_args, env_default
 from framework.node.config import NodeConfig, default_node_id
 from framework.node.node import Node
 from framework.node.runner import run_until_signalled
-from framework.transport import KAFKA_CLIENTS
 
 __all__ = ["add_parser"]
 
@@ -71,13 +70,6 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
         help="serve Prometheus /metrics, /healthz and /readyz on PORT (0: any free port, "
         "logged as metrics_serving) [env: SESSIONIZER_METRICS_PORT] (default: off)",
     )
-    parser.add_argument(
-        "--kafka-client",
-        choices=KAFKA_CLIENTS,
-        default=env_default("SESSIONIZER_KAFKA_CLIENT", "auto"),
-        help="Kafka client library: confluent-kafka (librdkafka) or kafka-python; auto takes "
-        "confluent-kafka when it is installed [env: SESSIONIZER_KAFKA_CLIENT] (default auto)",
-    )
     parser.set_defaults(run=run)
 
 
@@ -92,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
         delivery=args.delivery,
         drain_seconds=args.drain,
         delivery_timeout=args.delivery_timeout,
-        kafka_client=args.kafka_client,
         metrics_port=args.metrics_port,
     )
     return run_until_signalled(Node(config))

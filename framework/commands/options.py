@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from framework.client_settings import read_kafka_properties
 from framework.config import DEFAULT_APP, ConnectionConfig
+from framework.transport import KAFKA_CLIENTS
 
 __all__ = ["common_parser", "connection_from_args", "env_default"]
 
@@ -36,6 +38,26 @@ def common_parser() -> argparse.ArgumentParser:
         f"(default: {DEFAULT_APP})",
     )
     group.add_argument(
+        "--kafka-client",
+        choices=KAFKA_CLIENTS,
+        default=env_default("SESSIONIZER_KAFKA_CLIENT", "auto"),
+        help="Kafka client library: confluent-kafka (librdkafka) or kafka-python; auto takes "
+        "confluent-kafka when it is installed [env: SESSIONIZER_KAFKA_CLIENT] (default: auto)",
+    )
+    group.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        default=env_default("SESSIONIZER_KAFKA_CONFIG"),
+        help="Kafka client properties file (security.protocol, sasl.*, ssl.*, ...) "
+        "[env: SESSIONIZER_KAFKA_CONFIG]",
+    )
+    group.add_argument(
+        "--zk-auth",
+        metavar="SCHEME:CREDENTIALS",
+        default=env_default("SESSIONIZER_ZK_AUTH"),
+        help="ZooKeeper authentication, e.g. digest:user:password [env: SESSIONIZER_ZK_AUTH]",
+    )
+    group.add_argument(
         "--log-level",
         default=env_default("SESSIONIZER_LOG_LEVEL", "info"),
         choices=["debug", "info", "warning", "error"],
@@ -46,4 +68,11 @@ def common_parser() -> argparse.ArgumentParser:
 
 def connection_from_args(args: argparse.Namespace) -> ConnectionConfig:
     """Build the validated connection config from parsed arguments."""
-    return ConnectionConfig(zk=args.zk or "", bootstrap=args.bootstrap or "", app=args.app)
+    return ConnectionConfig(
+        zk=args.zk or "",
+        bootstrap=args.bootstrap or "",
+        app=args.app,
+        kafka_client=args.kafka_client,
+        kafka_config=read_kafka_properties(args.kafka_config) if args.kafka_config else {},
+        zk_auth=args.zk_auth or None,
+    )

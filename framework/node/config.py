@@ -9,7 +9,6 @@ from typing import Literal
 
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
-from framework.transport import KafkaClient, resolve_transport
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["Delivery", "NodeConfig", "default_node_id"]
@@ -46,8 +45,6 @@ class NodeConfig:
     metrics_port: int | None = None
     """Serve /metrics, /healthz and /readyz on this port (0: any free port; None: off)."""
     metrics_host: str = "0.0.0.0"
-    kafka_client: KafkaClient = "auto"
-    """The Kafka client library for the record source and the sink (`framework.transport`)."""
 
     def __post_init__(self) -> None:
         if self.processor and ":" not in self.processor:
@@ -70,7 +67,6 @@ class NodeConfig:
             raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port must be a TCP port, got {self.metrics_port}")
-        resolve_transport(self.kafka_client)  # an unknown or missing client fails here, clearly
         for name in ("max_poll_records", "max_message_bytes", "max_unsent"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

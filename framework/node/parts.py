@@ -77,7 +77,7 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:
     bootstrap = config.connection.bootstrap
-    if resolve_transport(config.kafka_client) == "confluent":
+    if resolve_transport(config.connection.kafka_client) == "confluent":
         from framework.node.confluent_source import ConfluentRecordSource
 
         return ConfluentRecordSource(bootstrap, client_id=client_id)
@@ -87,7 +87,7 @@ def _source(config: NodeConfig, client_id: str) -> RecordSource:
 def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
     app = config.connection.app
     sink_class: type[KafkaSink | ConfluentSink] = KafkaSink
-    if resolve_transport(config.kafka_client) == "confluent":
+    if resolve_transport(config.connection.kafka_client) == "confluent":
         from sessionizer.confluent_sink import ConfluentSink as sink_class
     return sink_class(
         config.connection.bootstrap,

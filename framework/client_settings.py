@@ -1,0 +1,63 @@
+"""Client settings for secured clusters: `--kafka-config FILE` and `--zk-auth SCHEME:CREDENTIALS`.
+
+A Kafka client properties file uses the standard property names
+(`security.protocol`, `sasl.mechanism`, `sasl.username`, `sasl.password`,
+`ssl.ca.location`, ...), one `name=value` per line, `#` comments; every
+property is passed through to the client. Secrets never reach logs, `status`
+output or process titles: `redacted` is what may be shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from framework.errors import ConfigError
+
+__all__ = ["SECRET_MARKERS", "parse_zk_auth", "read_kafka_properties", "redacted"]
+
+SECRET_MARKERS = ("password", "secret", "token", "sasl.jaas.config", "key.pem", "credentials")
+"""A property whose name contains one of these is a secret."""
+
+
+def read_kafka_properties(path: str | Path) -> dict[str, str]:
+    """Read a client properties file; a missing file or a malformed line is a clear error."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"--kafka-config {file}: cannot read it ({exc.strerror or exc}); "
+            "pass a properties file or unset SESSIONIZER_KAFKA_CONFIG"
+        ) from exc
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        name, separator, value = line.partition("=")
+        if not separator or not name.strip():
+            raise ConfigError(f"--kafka-config {file}, line {number}: expected name=value")
+        properties[name.strip()] = value.strip()
+    return properties
+
+
+def redacted(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties with every secret's value replaced, for logs and status."""
+    return {
+        name: "***" if any(marker in name.lower() for marker in SECRET_MARKERS) else value
+        for name, value in properties.items()
+    }
+
+
+def parse_zk_auth(value: str) -> tuple[str, str]:
+    """`digest:user:password` -> ("digest", "user:password"), validated."""
+    scheme, separator, credentials = value.partition(":")
+    if not separator or not scheme or not credentials:
+        raise ConfigError(
+            "--zk-auth must be SCHEME:CREDENTIALS, e.g. digest:user:password "
+            "(env SESSIONIZER_ZK_AUTH)"
+        )
+    if scheme == "digest" and ":" not in credentials:
+        raise ConfigError("--zk-auth digest credentials must be user:password")
+    return scheme, credentials
