@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
@@ -16,6 +16,7 @@ from kafka.errors import KafkaError
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
+from router.kafka_settings import kafka_python_settings
 from router.naming import stream_name
 from router.provisioning import verify_stream_topics
 from router.wire import Watermark, encode_fragment, encode_watermark
@@ -46,6 +47,8 @@ class ProducerConfig:
     # latest event time is further behind gets a watermark.  Event time (not the
     # wall clock) keeps replays identical.
     watermark_interval_ms: int = 60_000
+    client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Extra Kafka client properties by their standard names (security settings...)."""
 
     def __post_init__(self) -> None:
         if self.num_streams < 1:
@@ -63,6 +66,7 @@ class ProducerConfig:
             "batch_size": self.batch_size,
             "compression_type": None if self.compression == "none" else self.compression,
             "client_id": f"{self.app}-producer",
+            **kafka_python_settings(self.client_properties, KafkaProducer.DEFAULT_CONFIG),
         }
 
 
@@ -113,7 +117,12 @@ class StreamProducer:
     def __init__(self, config: ProducerConfig, *, verify: bool = True) -> None:
         self.config = config
         if verify:
-            verify_stream_topics(config.bootstrap, config.app, config.num_streams)
+            verify_stream_topics(
+                config.bootstrap,
+                config.app,
+                config.num_streams,
+                properties=config.client_properties,
+            )
         self.stats = ProducerStats()
         self._topics = [stream_name(config.app, i) for i in range(config.num_streams)]
         self._lock = threading.Lock()  # the delivery callbacks run on kafka-python's thread

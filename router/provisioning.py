@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -9,6 +10,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from router.errors import ProvisioningError, StreamCountMismatch
+from router.kafka_settings import kafka_python_settings
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
 __all__ = ["TopicPlan", "create_stream_topics", "existing_stream_count", "verify_stream_topics"]
@@ -33,9 +35,12 @@ class TopicPlan:
         return [*self.stream_topics(), sessions_topic(self.app), deadletter_topic(self.app)]
 
 
-def _admin(bootstrap: str) -> KafkaAdminClient:
+def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> KafkaAdminClient:
+    settings = kafka_python_settings(properties or {}, KafkaAdminClient.DEFAULT_CONFIG)
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="sessionizer-admin")
+        return KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="sessionizer-admin", **settings
+        )
     except KafkaError as exc:
         raise ProvisioningError(
             f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up?"
@@ -54,14 +59,16 @@ def existing_stream_count(admin: KafkaAdminClient, app: str) -> int:
     return count
 
 
-def create_stream_topics(bootstrap: str, plan: TopicPlan) -> list[str]:
+def create_stream_topics(
+    bootstrap: str, plan: TopicPlan, *, properties: Mapping[str, str] | None = None
+) -> list[str]:
     """Create the app's topics (single-partition); return the names newly created.
 
     Running it again with the same count is a no-op; with another count it
     raises `StreamCountMismatch`, because re-hashing keys onto a different set
     of streams would split sessions.
     """
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, properties)
     try:
         existing = existing_stream_count(admin, plan.app)
         if existing and existing != plan.num_streams:
@@ -94,9 +101,11 @@ def create_stream_topics(bootstrap: str, plan: TopicPlan) -> list[str]:
         admin.close()
 
 
-def verify_stream_topics(bootstrap: str, app: str, num_streams: int) -> None:
+def verify_stream_topics(
+    bootstrap: str, app: str, num_streams: int, *, properties: Mapping[str, str] | None = None
+) -> None:
     """Raise unless exactly `num_streams` stream topics exist for `app`."""
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap, properties)
     try:
         existing = existing_stream_count(admin, app)
     finally:

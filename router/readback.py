@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
 from router.errors import RouterError
+from router.kafka_settings import kafka_python_settings
 
 __all__ = ["read_topics"]
 
 
 def read_topics(
-    bootstrap: str, topics: Iterable[str], *, timeout: float = 60.0
+    bootstrap: str,
+    topics: Iterable[str],
+    *,
+    timeout: float = 60.0,
+    properties: Mapping[str, str] | None = None,
 ) -> dict[str, list[Any]]:
     """Return every record of each topic's partition 0 that existed when called.
 
@@ -28,6 +33,7 @@ def read_topics(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         client_id="sessionizer-readback",
+        **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
     )
     try:
         consumer.assign(partitions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,6 +45,7 @@ class ConfluentSink:
         client_id: str,
         delivery_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.sessions_topic = sessions_topic
         self.deadletter_topic = deadletter_topic
@@ -57,6 +59,7 @@ class ConfluentSink:
         self._failures: list[tuple[KafkaError, FinishedSession | DeadLetter | None]] = []
         self._producer = Producer(
             {
+                **(settings or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "acks": "all",

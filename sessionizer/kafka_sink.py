@@ -12,7 +12,9 @@ again without the original value, and `flush` goes on.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
@@ -47,6 +49,7 @@ class KafkaSink:
         client_id: str,
         delivery_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.sessions_topic = sessions_topic
         self.deadletter_topic = deadletter_topic
@@ -68,6 +71,7 @@ class KafkaSink:
             # `send` blocks for metadata or buffer space at most this long, then raises.
             max_block_ms=timeout_ms,
             max_request_size=max_message_bytes + 64 * 1024,
+            **(settings or {}),
         )
 
     def emit(self, session: FinishedSession) -> None:

@@ -87,7 +87,11 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> StreamP
     interval_ms = max(1, round(args.watermark_interval * 1000))
     return StreamProducer(
         ProducerConfig(
-            connection.bootstrap, connection.app, recorded, watermark_interval_ms=interval_ms
+            connection.bootstrap,
+            connection.app,
+            recorded,
+            watermark_interval_ms=interval_ms,
+            client_properties=connection.kafka_config,
         )
     )
 

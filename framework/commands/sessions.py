@@ -26,7 +26,12 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
 def run(args: argparse.Namespace) -> int:
     """Read `<app>.sessions` up to its current end."""
     connection = connection_from_args(args)
-    sessions = read_sessions(connection.bootstrap, connection.app, deduplicate=not args.all)
+    sessions = read_sessions(
+        connection.bootstrap,
+        connection.app,
+        deduplicate=not args.all,
+        properties=connection.kafka_config,
+    )
     for session in sessions:
         if args.json:
             print(json.dumps(session, sort_keys=True))

@@ -34,9 +34,12 @@ class _Record:
 class ConfluentRecordSource:
     """Reads single-partition streams from chosen offsets."""
 
-    def __init__(self, bootstrap: str, *, client_id: str) -> None:
+    def __init__(
+        self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
+    ) -> None:
         self._consumer = Consumer(
             {
+                **(properties or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 # librdkafka wants a group id; nothing is ever committed or joined with it.

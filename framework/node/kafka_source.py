@@ -14,6 +14,7 @@ from kafka.errors import KafkaError, OffsetOutOfRangeError
 
 from framework.node.errors import NodeError, PositionOutOfRange
 from framework.node.ports import SourceRecord
+from router.kafka_settings import kafka_python_settings
 
 __all__ = ["KafkaRecordSource"]
 
@@ -23,13 +24,16 @@ _BOUNDS_TIMEOUT_MS = 10_000
 class KafkaRecordSource:
     """Reads single-partition streams from chosen offsets."""
 
-    def __init__(self, bootstrap: str, *, client_id: str) -> None:
+    def __init__(
+        self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
+    ) -> None:
         self._consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="none",
             client_id=client_id,
+            **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
         )
 
     def assign(self, positions: Mapping[str, int]) -> None:

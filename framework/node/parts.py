@@ -13,6 +13,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from balancer.balancer import Balancer
@@ -23,6 +24,7 @@ from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
 from framework.transport import resolve_transport
 from framework.zookeeper import zookeeper_client
+from router.kafka_settings import kafka_python_settings
 from router.naming import deadletter_topic, sessions_topic
 from sessionizer.kafka_sink import KafkaSink
 from sessionizer.sinks import SessionSink
@@ -76,27 +78,37 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
 
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:
-    bootstrap = config.connection.bootstrap
-    if resolve_transport(config.connection.kafka_client) == "confluent":
+    connection = config.connection
+    if resolve_transport(connection.kafka_client) == "confluent":
         from framework.node.confluent_source import ConfluentRecordSource
 
-        return ConfluentRecordSource(bootstrap, client_id=client_id)
-    return KafkaRecordSource(bootstrap, client_id=client_id)
+        return ConfluentRecordSource(
+            connection.bootstrap, client_id=client_id, properties=connection.kafka_config
+        )
+    return KafkaRecordSource(
+        connection.bootstrap, client_id=client_id, properties=connection.kafka_config
+    )
 
 
 def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
-    app = config.connection.app
-    sink_class: type[KafkaSink | ConfluentSink] = KafkaSink
-    if resolve_transport(config.connection.kafka_client) == "confluent":
-        from sessionizer.confluent_sink import ConfluentSink as sink_class
-    return sink_class(
-        config.connection.bootstrap,
-        sessions_topic(app),
-        deadletter_topic(app),
-        client_id=client_id,
-        delivery_timeout=config.delivery_timeout,
-        max_message_bytes=config.max_message_bytes,
+    connection = config.connection
+    topics = (
+        connection.bootstrap,
+        sessions_topic(connection.app),
+        deadletter_topic(connection.app),
     )
+    limits = {
+        "delivery_timeout": config.delivery_timeout,
+        "max_message_bytes": config.max_message_bytes,
+    }
+    if resolve_transport(connection.kafka_client) == "confluent":
+        from sessionizer.confluent_sink import ConfluentSink
+
+        return ConfluentSink(
+            *topics, client_id=client_id, settings=connection.kafka_config, **limits
+        )
+    settings = kafka_python_settings(connection.kafka_config, KafkaProducer.DEFAULT_CONFIG)
+    return KafkaSink(*topics, client_id=client_id, settings=settings, **limits)
 
 
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:

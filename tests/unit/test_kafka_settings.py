@@ -1,0 +1,65 @@
+"""One properties file, by the standard names, reaches every client in its own dialect."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+
+from framework.client_settings import read_kafka_properties, redacted
+from framework.config import ConnectionConfig
+from framework.errors import ConfigError
+from router.errors import RouterError
+from router.kafka_settings import java_client_settings, kafka_python_settings
+
+SECURE = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "node",
+    "sasl.password": 's3cr"et',
+    "ssl.ca.location": "/certs/ca.pem",
+    "ssl.endpoint.identification.algorithm": "none",
+}
+
+
+def test_kafka_python_gets_its_keywords() -> None:
+    settings = kafka_python_settings(SECURE, KafkaConsumer.DEFAULT_CONFIG)
+    assert settings == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "node",
+        "sasl_plain_password": 's3cr"et',
+        "ssl_cafile": "/certs/ca.pem",
+        "ssl_check_hostname": False,
+    }
+    assert kafka_python_settings({"request.timeout.ms": "5000"}, KafkaProducer.DEFAULT_CONFIG) == {
+        "request_timeout_ms": 5000
+    }
+
+
+def test_a_property_kafka_python_cannot_take_is_a_clear_error() -> None:
+    with pytest.raises(RouterError, match=r"queue\.buffering\.max\.kbytes"):
+        kafka_python_settings({"queue.buffering.max.kbytes": "1"}, KafkaProducer.DEFAULT_CONFIG)
+
+
+def test_the_java_client_gets_a_jaas_line_and_a_pem_truststore() -> None:
+    settings = java_client_settings(SECURE)
+    assert settings["sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="node" password="s3cr\\"et";'
+    )
+    assert settings["ssl.truststore.type"] == "PEM"
+    assert settings["ssl.truststore.location"] == "/certs/ca.pem"
+    assert "sasl.password" not in settings and "sasl.username" not in settings
+
+
+def test_a_properties_file_is_read_and_secrets_never_show(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "client.properties"
+    path.write_text("# secured\nsecurity.protocol=SASL_SSL\nsasl.password = hunter2\n\n")
+    properties = read_kafka_properties(path)
+    assert properties == {"security.protocol": "SASL_SSL", "sasl.password": "hunter2"}
+    assert redacted(properties)["sasl.password"] == "***"
+    connection = ConnectionConfig("zk:1", "k:1", kafka_config=properties, zk_auth="digest:u:pw")
+    assert "hunter2" not in repr(connection) and "pw" not in repr(connection)
+    path.write_text("no equals sign here\n")
+    with pytest.raises(ConfigError, match="line 1"):
+        read_kafka_properties(path)
