@@ -14,6 +14,7 @@ __all__ = [
     "ProvisioningError",
     "RouterError",
     "StreamCountMismatch",
+    "UndecodableReason",
     "UndecodableRecord",
 ]
 
@@ -27,6 +28,24 @@ MalformedReason = Literal[
     "bad-json",
     "missing-key",
     "unencodable",
+]
+
+# Why a Kafka record went to the dead-letter topic (docs/routing.md lists them); the node
+# writes the code in the dead letter's `reason` header, so keep them short and stable.
+UndecodableReason = Literal[
+    "bad-headers",
+    "unknown-kind",
+    "missing-value",
+    "not-msgpack",
+    "unhashable-key",
+    "bad-watermark",
+    "missing-key",
+    "key-not-utf8",
+    "key-too-long",
+    "bad-timestamp",
+    "not-a-map",
+    "bad-field-name",
+    "bad-fragment",
 ]
 
 
@@ -46,8 +65,10 @@ class MalformedLine(RouterError):
 class UndecodableRecord(RouterError):
     """A Kafka record is not a fragment or watermark; it goes to the dead-letter topic."""
 
-    def __init__(self, reason: str, detail: str = "", *, offset: int | None = None) -> None:
-        self.reason = reason
+    def __init__(
+        self, reason: UndecodableReason, detail: str = "", *, offset: int | None = None
+    ) -> None:
+        self.reason: UndecodableReason = reason
         self.detail = detail
         self.offset = offset
         where = "record" if offset is None else f"record at offset {offset}"

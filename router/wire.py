@@ -1,20 +1,32 @@
 """How fragments and watermarks are laid out in Kafka records (a cross-language contract).
 
-- Fragment: key = the session key in UTF-8, value = msgpack map of the fields,
-  timestamp = event time in epoch milliseconds, no headers.
+- Fragment: key = the session key in UTF-8 (1 to `MAX_KEY_BYTES` bytes), value =
+  msgpack map of the fields (string names at the top level), timestamp = event
+  time in epoch milliseconds within [`MIN_EVENT_TIME_MS`, `MAX_EVENT_TIME_MS`],
+  no headers needed (other headers are ignored).
 - Watermark: key = none, header `sessionizer-kind: watermark`, value = msgpack
-  `{"watermark": <epoch ms>, "end": <bool>}`, timestamp = the watermark.
+  `{"watermark": <epoch ms>, "end": <bool>}`, timestamp = the watermark. The
+  watermark is an integer in the event-time range (a float is accepted only when
+  finite and integral, e.g. `1.7e12`); `end` may be left out (false) but when
+  present must be a boolean; other members are ignored.
+
+Decoding is total: `decode_record` returns a `ParsedFragment` or a `Watermark`, or
+raises `UndecodableRecord` with one of the reason codes of `UndecodableReason`,
+whatever bytes, headers and timestamp it is given. The codes are documented in
+docs/routing.md ("Kafka records and dead-letter reasons").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import msgpack
 
-from router.errors import MalformedLine, UndecodableRecord
+from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 
 __all__ = [
@@ -29,6 +41,9 @@ __all__ = [
 KIND_HEADER = "sessionizer-kind"
 WATERMARK_KIND = b"watermark"
 
+_EVENT_TIME_RANGE = f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}]"
+_NO_KIND: Any = object()  # a `sessionizer-kind` header whose value is None is still a kind
+
 
 @dataclass(frozen=True, slots=True)
 class Watermark:
@@ -41,60 +56,178 @@ class Watermark:
 def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
     """Return the (key, value) bytes of a fragment record.
 
-    Raises `MalformedLine("unencodable")` for fields msgpack cannot carry (an
-    integer beyond 64 bits, an unpaired surrogate, a non-string map key...).
+    Raises `MalformedLine("unencodable")` for what a node would dead-letter: fields
+    msgpack cannot carry (an integer beyond 64 bits, an unpaired surrogate...), a
+    field name that is not a string, a key longer than `MAX_KEY_BYTES`; and
+    `MalformedLine("bad-timestamp")` for an event time outside the accepted range.
     """
+    if not MIN_EVENT_TIME_MS <= fragment.timestamp_ms <= MAX_EVENT_TIME_MS:
+        raise MalformedLine(
+            "bad-timestamp", f"event time {fragment.timestamp_ms} is outside {_EVENT_TIME_RANGE}"
+        )
+    bad_name = _first_non_str(fragment.fields)
+    if bad_name is not None:
+        raise MalformedLine("unencodable", f"field name {_show(bad_name[0])} is not a string")
     try:
         key = fragment.key.encode("utf-8")
         value = msgpack.packb(fragment.fields, use_bin_type=True)
     except (OverflowError, TypeError, ValueError) as exc:
         raise MalformedLine("unencodable", f"{type(exc).__name__}: {exc}") from exc
+    if len(key) > MAX_KEY_BYTES:
+        raise MalformedLine(
+            "unencodable", f"key is {len(key)} bytes in UTF-8, over {MAX_KEY_BYTES}"
+        )
     return key, value
 
 
 def encode_watermark(watermark: Watermark) -> tuple[bytes, list[tuple[str, bytes]]]:
-    """Return the (value, headers) of a watermark record."""
-    value = msgpack.packb({"watermark": watermark.timestamp_ms, "end": watermark.end})
+    """Return the (value, headers) of a watermark record.
+
+    Raises `ValueError` for a watermark a node would dead-letter (a time outside the
+    event-time range, a non-boolean `end`): a producer bug, not bad input.
+    """
+    stamp = watermark.timestamp_ms
+    if _event_time(stamp, allow_float=False) is None:
+        raise ValueError(
+            f"watermark {_show(stamp)} is not an integer event time in {_EVENT_TIME_RANGE}"
+        )
+    if not isinstance(watermark.end, bool):
+        raise ValueError(f"watermark end must be a bool, got {_show(watermark.end)}")
+    value = msgpack.packb({"watermark": stamp, "end": watermark.end})
     return value, [(KIND_HEADER, WATERMARK_KIND)]
 
 
 def decode_record(
     key: bytes | None,
     value: bytes | None,
-    headers: Sequence[tuple[str, bytes]] | None,
+    headers: Iterable[tuple[str, bytes]] | None,
     timestamp_ms: int,
     *,
     offset: int | None = None,
 ) -> ParsedFragment | Watermark:
     """Decode one record, or raise `UndecodableRecord` (the caller dead-letters it)."""
-    kind = next((v for k, v in headers or () if k == KIND_HEADER), None)
+    kind = _kind(headers, offset)
     if kind == WATERMARK_KIND:
-        body = _unpack(value, offset)
-        try:
-            return Watermark(int(body["watermark"]), bool(body.get("end", False)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UndecodableRecord("bad-watermark", repr(body)[:200], offset=offset) from exc
-    if kind is not None:
-        raise UndecodableRecord("unknown-kind", repr(kind)[:100], offset=offset)
-    if not key:
-        raise UndecodableRecord("missing-key", offset=offset)
-    try:
-        text_key = key.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UndecodableRecord("key-not-utf8", repr(key[:100]), offset=offset) from exc
+        return _watermark(_unpack(value, offset), offset)
+    if kind is not _NO_KIND:
+        _fail("unknown-kind", _show(kind, 100), offset)
+    text_key = _key(key, offset)
+    if _event_time(timestamp_ms, allow_float=False) is None:
+        _fail(
+            "bad-timestamp",
+            f"record timestamp {_show(timestamp_ms)} is outside {_EVENT_TIME_RANGE}",
+            offset,
+        )
     fields = _unpack(value, offset)
     if not isinstance(fields, dict):
-        raise UndecodableRecord("not-a-map", type(fields).__name__, offset=offset)
+        _fail("not-a-map", type(fields).__name__, offset)
+    bad_name = _first_non_str(fields)
+    if bad_name is not None:
+        _fail("bad-field-name", f"field name {_show(bad_name[0])} is not a string", offset)
     try:
         return ParsedFragment(text_key, timestamp_ms, fields)
-    except ValueError as exc:
+    except ValueError as exc:  # the checks above cover it today; kept if it grows new ones
         raise UndecodableRecord("bad-fragment", str(exc), offset=offset) from exc
 
 
-def _unpack(value: bytes | None, offset: int | None) -> Any:
-    if value is None:
-        raise UndecodableRecord("missing-value", offset=offset)
+def _kind(headers: Any, offset: int | None) -> Any:
+    """Return the value of the first `sessionizer-kind` header, or `_NO_KIND`."""
+    if headers is None:
+        return _NO_KIND
     try:
+        for header in headers:
+            name, content = header
+            if isinstance(name, str) and name == KIND_HEADER:
+                return content
+    except (TypeError, ValueError) as exc:  # not iterable, or not (name, value) pairs
+        _fail("bad-headers", f"{type(exc).__name__}: {_show(exc)}", offset)
+    return _NO_KIND
+
+
+def _key(key: Any, offset: int | None) -> str:
+    """Return the session key of a fragment record: non-empty, bounded, UTF-8."""
+    if key is None:
+        _fail("missing-key", "", offset)
+    if not isinstance(key, bytes | bytearray):
+        # kafka-python always gives bytes; anything else is a caller's bug, dead-lettered.
+        _fail("key-not-utf8", f"the key is a {type(key).__name__}, not bytes", offset)
+    if not key:
+        _fail("missing-key", "", offset)
+    if len(key) > MAX_KEY_BYTES:
+        _fail("key-too-long", f"{len(key)} bytes, over {MAX_KEY_BYTES}", offset)
+    try:
+        return bytes(key).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UndecodableRecord("key-not-utf8", repr(key[:100]), offset=offset) from exc
+
+
+def _watermark(body: Any, offset: int | None) -> Watermark:
+    """Validate a watermark record's body: `end`, when present, must be a real bool."""
+    if not isinstance(body, dict):
+        _fail("bad-watermark", f"expected a map, got {type(body).__name__}", offset)
+    stamp = body.get("watermark")
+    millis = _event_time(stamp, allow_float=True)
+    if millis is None:
+        _fail(
+            "bad-watermark",
+            f"watermark {_show(stamp)} is not an integer event time in {_EVENT_TIME_RANGE}",
+            offset,
+        )
+    end = body.get("end", False)
+    if not isinstance(end, bool):  # bool("no") is True: never guess end of input
+        _fail("bad-watermark", f"end must be true or false, got {_show(end)}", offset)
+    return Watermark(millis, end)
+
+
+def _event_time(value: Any, *, allow_float: bool) -> int | None:
+    """Return `value` as epoch ms if it is an integral event time in range, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and allow_float:
+        # Producers whose numbers are doubles (JavaScript) may send 1.7e12; anything not
+        # exactly an integer would be rounded differently by each reader, so refuse it.
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        value = int(value)
+    if not isinstance(value, int) or not MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:
+        return None
+    return int(value)
+
+
+def _first_non_str(fields: dict[Any, Any]) -> tuple[Any] | None:
+    """Return (name,) for the first field name that is not a string, or None."""
+    for name in fields:
+        if not isinstance(name, str):
+            return (name,)
+    return None
+
+
+def _unpack(value: Any, offset: int | None) -> Any:
+    """Return the msgpack value of a record's value bytes."""
+    if value is None:
+        _fail("missing-value", "", offset)
+    if not isinstance(value, bytes | bytearray | memoryview):
+        _fail("not-msgpack", f"the value is a {type(value).__name__}, not bytes", offset)
+    try:
+        # strict_map_key=False: nested maps may have integer (or other) keys.
         return msgpack.unpackb(value, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+    except TypeError as exc:
+        # A map keyed by an array or a map is valid msgpack that Python cannot hold.
+        reason: UndecodableReason = "unhashable-key" if "unhashable" in str(exc) else "not-msgpack"
+        raise UndecodableRecord(reason, str(exc)[:200], offset=offset) from exc
+    except (ValueError, OverflowError, msgpack.UnpackException) as exc:
+        # ValueError covers ExtraData, FormatError, StackError and invalid UTF-8 strings.
         raise UndecodableRecord("not-msgpack", str(exc)[:200], offset=offset) from exc
+
+
+def _fail(reason: UndecodableReason, detail: str, offset: int | None) -> NoReturn:
+    """Raise `UndecodableRecord` (a function, so that type checkers see the branch end)."""
+    raise UndecodableRecord(reason, detail, offset=offset)
+
+
+def _show(value: object, limit: int = 200) -> str:
+    """Return a bounded repr that cannot raise (huge ints, hostile `__repr__`)."""
+    try:
+        return repr(value)[:limit]
+    except Exception:  # a dead-letter detail must never be the thing that crashes
+        return f"<{type(value).__name__}>"

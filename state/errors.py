@@ -34,13 +34,17 @@ class FencedError(StateError):
 class StateTooLargeError(StateError):
     """The encoded state does not fit the store's size limit; nothing was written."""
 
-    def __init__(self, stream: str, *, size: int, limit: int, entries: int) -> None:
+    def __init__(
+        self, stream: str, *, size: int, limit: int, entries: int, uncompressed: bool = False
+    ) -> None:
         self.stream = stream
         self.size = size
         self.limit = limit
         self.entries = entries
+        # `uncompressed`: the msgpack body before zlib exceeds the bound decode inflates to.
+        what = "uncompressed" if uncompressed else "encoded"
         super().__init__(
-            f"stream {stream}: encoded state is {size} bytes, over the limit of {limit} bytes "
+            f"stream {stream}: {what} state is {size} bytes, over the limit of {limit} bytes "
             f"({entries} ignore-list entries); nothing was written. Lower the processor's "
             "max_session_duration so fewer sessions finish while the oldest one is open, "
             "or use a state store made for large state"
@@ -54,8 +58,9 @@ class CorruptStateError(StateError):
         self.stream = stream
         self.problem = problem
         super().__init__(
-            f"stream {stream}: stored state cannot be decoded ({problem}); repair the record or "
-            "upgrade this node (deleting the record restarts the stream from offset 0)"
+            f"stream {stream}: stored state cannot be decoded ({problem}); the stream is "
+            "quarantined: no node takes it until an operator runs `sessionizer streams reset "
+            f"{stream} --from-offset N` (or a node that reads this format takes it)"
         )
 
 

@@ -9,6 +9,13 @@ Layout: one marker byte (`0x00` plain, `0x01` zlib) followed by a msgpack map::
      "blob": user bytes or nil, "open": open sessions at the commit}
 
 An empty or absent record means "never committed": start from offset 0.
+
+Both directions are total. A `StreamState` validates its fields when it is built
+(offsets, epoch and counts are integers in [0, `MAX_OFFSET`], times are in the
+event-time range of `framework.limits`, keys are at most `MAX_KEY_BYTES` of UTF-8,
+the blob at most `MAX_BLOB_BYTES`), so `encode` can only fail with
+`StateTooLargeError`; `decode` returns a valid `StreamState` or raises
+`CorruptStateError` for any bytes, and never inflates more than `MAX_BODY_BYTES`.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any, Final
 
 import msgpack
 
+from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from state.errors import CorruptStateError, StateTooLargeError
 
 __all__ = [
@@ -26,6 +34,9 @@ __all__ = [
     "DEFAULT_LIMIT_BYTES",
     "FORMAT_VERSION",
     "JUTE_MAXBUFFER",
+    "MAX_BLOB_BYTES",
+    "MAX_BODY_BYTES",
+    "MAX_OFFSET",
     "IgnoreEntry",
     "StreamState",
 ]
@@ -37,9 +48,21 @@ DEFAULT_LIMIT_BYTES: Final = 1_000_000
 """Default size limit of an encoded record: below `jute.maxbuffer`, leaving room for framing."""
 COMPRESS_ABOVE_BYTES: Final = 1024
 """Records larger than this are zlib-compressed (ignore lists repeat keys and nearby numbers)."""
+MAX_OFFSET: Final = 2**63 - 1
+"""The largest Kafka offset (a signed 64-bit integer); epochs and session counts share it."""
+MAX_BLOB_BYTES: Final = 64 * 1024
+"""The largest user blob stored with a stream's state (it is meant for small processor state)."""
+MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+"""The largest msgpack body, before compression, written or read.
+
+A 1 MB record of very repetitive keys inflates to about 10 MiB; the bound keeps a
+damaged or hostile record (a zlib bomb) from making a node allocate without limit.
+"""
 
 _PLAIN: Final = 0x00
 _ZLIB: Final = 0x01
+_FIELDS: Final = ("epoch", "safe", "committed", "time", "ignore", "blob", "open")
+_EVENT_TIME_RANGE: Final = f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +89,14 @@ class IgnoreEntry:
         return [self.key, self.first_ts, self.last_ts, self.last_offset, self.tail_offset]
 
 
+class _InvalidState(ValueError):
+    """A field of a `StreamState` is out of range; `problem` says which and why."""
+
+    def __init__(self, stream: object, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"stream {stream}: {problem}")
+
+
 @dataclass(frozen=True, slots=True)
 class StreamState:
     """What a stream's owner persists: where to resume and what to skip when it does."""
@@ -83,11 +114,12 @@ class StreamState:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
-        if not 0 <= self.safe_offset <= self.committed_offset:
-            raise ValueError(
-                f"stream {self.stream}: need 0 <= safe_offset ({self.safe_offset}) "
-                f"<= committed_offset ({self.committed_offset})"
-            )
+        # Validating here, once, is what makes `encode` total: a state msgpack could not
+        # carry, or that `decode` would refuse, cannot even be built. The engine builds
+        # one per commit, so the cost is one pass over the ignore list per commit.
+        problem = _problem(self)
+        if problem is not None:
+            raise _InvalidState(self.stream, problem)
 
     @classmethod
     def initial(cls, stream: str, epoch: int = 0) -> StreamState:
@@ -110,6 +142,14 @@ class StreamState:
             },
             use_bin_type=True,
         )
+        if len(body) > MAX_BODY_BYTES:  # `decode` would refuse to inflate it
+            raise StateTooLargeError(
+                self.stream,
+                size=len(body),
+                limit=MAX_BODY_BYTES,
+                entries=len(self.ignore),
+                uncompressed=True,
+            )
         data = bytes([_PLAIN]) + body
         if len(body) > COMPRESS_ABOVE_BYTES:
             data = bytes([_ZLIB]) + zlib.compress(body, 6)
@@ -124,44 +164,168 @@ class StreamState:
         """Decode a record of `stream`; empty or absent data is the initial state."""
         if not data:
             return cls.initial(stream)
-        marker, payload = data[0], data[1:]
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise CorruptStateError(stream, f"expected bytes, got {type(data).__name__}")
+        marker, payload = data[0], bytes(data[1:])
+        if marker == _ZLIB:
+            payload = _inflate(payload, stream)
+        elif marker != _PLAIN:
+            raise CorruptStateError(stream, f"unknown marker byte {marker:#04x}")
+        elif len(payload) > MAX_BODY_BYTES:
+            raise CorruptStateError(stream, f"body of {len(payload)} bytes, over {MAX_BODY_BYTES}")
         try:
-            if marker == _ZLIB:
-                payload = zlib.decompress(payload)
-            elif marker != _PLAIN:
-                raise CorruptStateError(stream, f"unknown marker byte {marker:#04x}")
+            # strict_map_key (the default): only str/bytes keys, so no unhashable-key TypeError.
             fields = msgpack.unpackb(payload, raw=False)
-        except (zlib.error, ValueError, msgpack.ExtraData, msgpack.FormatError) as exc:
+        except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as exc:
+            # ValueError covers ExtraData, FormatError, StackError and invalid UTF-8.
             raise CorruptStateError(stream, f"{type(exc).__name__}: {exc}") from exc
         return _from_fields(fields, stream)
 
 
+def _inflate(payload: bytes, stream: str) -> bytes:
+    """Decompress a zlib body, refusing to produce more than `MAX_BODY_BYTES`."""
+    inflater = zlib.decompressobj()
+    try:
+        body = inflater.decompress(payload, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise CorruptStateError(stream, f"{type(exc).__name__}: {exc}") from exc
+    if len(body) > MAX_BODY_BYTES:
+        raise CorruptStateError(
+            stream, f"the body decompresses to more than {MAX_BODY_BYTES} bytes"
+        )
+    if not inflater.eof:
+        raise CorruptStateError(stream, "the zlib stream is truncated")
+    if inflater.unused_data:
+        raise CorruptStateError(
+            stream, f"{len(inflater.unused_data)} bytes after the end of the zlib stream"
+        )
+    return body
+
+
 def _from_fields(fields: Any, stream: str) -> StreamState:
+    """Build the state a decoded msgpack value describes, or raise `CorruptStateError`."""
     if not isinstance(fields, dict):
         raise CorruptStateError(stream, f"expected a map, got {type(fields).__name__}")
     version = fields.get("v")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise CorruptStateError(
-            stream, f"format version {version!r}; this code reads version {FORMAT_VERSION}"
+            stream, f"format version {_show(version)}; this code reads version {FORMAT_VERSION}"
         )
     if fields.get("stream") != stream:
-        raise CorruptStateError(stream, f"the record belongs to stream {fields.get('stream')!r}")
-    try:
-        ignore = tuple(
-            IgnoreEntry(str(key), int(first), int(last), int(last_off), int(tail))
-            for key, first, last, last_off, tail in fields["ignore"]
+        raise CorruptStateError(
+            stream, f"the record belongs to stream {_show(fields.get('stream'))}"
         )
-        time = fields["time"]
-        blob = fields["blob"]
+    missing = [name for name in _FIELDS if name not in fields]
+    if missing:
+        raise CorruptStateError(stream, f"missing field {missing[0]!r}")
+    raw_ignore = fields["ignore"]
+    if not isinstance(raw_ignore, list):
+        raise CorruptStateError(stream, f"ignore is a {type(raw_ignore).__name__}, not a list")
+    ignore = []
+    for index, item in enumerate(raw_ignore):
+        if not isinstance(item, list) or len(item) != 5:
+            raise CorruptStateError(
+                stream, f"ignore[{index}] is {_show(item, 80)}, not a list of 5 values"
+            )
+        ignore.append(IgnoreEntry(*item))
+    try:
+        # No conversions (int(), bytes()): a value of the wrong type is corruption, and
+        # `__post_init__` checks every type and range.
         return StreamState(
             stream=stream,
-            epoch=int(fields["epoch"]),
-            safe_offset=int(fields["safe"]),
-            committed_offset=int(fields["committed"]),
-            stream_time_ms=None if time is None else int(time),
-            ignore=ignore,
-            user_blob=None if blob is None else bytes(blob),
-            open_sessions=int(fields["open"]),
+            epoch=fields["epoch"],
+            safe_offset=fields["safe"],
+            committed_offset=fields["committed"],
+            stream_time_ms=fields["time"],
+            ignore=tuple(ignore),
+            user_blob=fields["blob"],
+            open_sessions=fields["open"],
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptStateError(stream, f"bad field: {type(exc).__name__}: {exc}") from exc
+    except _InvalidState as exc:
+        raise CorruptStateError(stream, exc.problem) from exc
+
+
+def _problem(state: StreamState) -> str | None:
+    """Return what is wrong with a state's fields, or None if they are all in range."""
+    if not isinstance(state.stream, str) or not _utf8(state.stream):
+        return f"stream name {_show(state.stream)} is not a UTF-8 string"
+    if state.format_version != FORMAT_VERSION or type(state.format_version) is not int:
+        return f"format_version {_show(state.format_version)}; only {FORMAT_VERSION} is written"
+    for name in ("epoch", "safe_offset", "committed_offset", "open_sessions"):
+        value = getattr(state, name)
+        if not _is_int(value) or not 0 <= value <= MAX_OFFSET:
+            return f"{name} {_show(value)} is not an integer in [0, 2**63-1]"
+    if state.safe_offset > state.committed_offset:
+        return (
+            f"need 0 <= safe_offset ({state.safe_offset}) "
+            f"<= committed_offset ({state.committed_offset})"
+        )
+    time = state.stream_time_ms
+    if time is not None and not _is_event_time(time):
+        return f"stream_time_ms {_show(time)} is not an event time in {_EVENT_TIME_RANGE}"
+    blob = state.user_blob
+    if blob is not None and (not isinstance(blob, bytes) or len(blob) > MAX_BLOB_BYTES):
+        what = f"{len(blob)} bytes" if isinstance(blob, bytes) else f"a {type(blob).__name__}"
+        return f"user_blob is {what}; it must be None or bytes, at most {MAX_BLOB_BYTES}"
+    if not isinstance(state.ignore, tuple):
+        return f"ignore is a {type(state.ignore).__name__}, not a tuple of IgnoreEntry"
+    for index, entry in enumerate(state.ignore):
+        problem = _entry_problem(entry)
+        if problem is not None:
+            return f"ignore[{index}]: {problem}"
+    return None
+
+
+def _entry_problem(entry: object) -> str | None:
+    """Return what is wrong with one ignore-list entry, or None."""
+    if not isinstance(entry, IgnoreEntry):
+        return f"a {type(entry).__name__}, not an IgnoreEntry"
+    key = entry.key
+    if not isinstance(key, str) or not key:
+        return f"key {_show(key, 80)} is not a non-empty string"
+    encoded = _utf8(key)
+    if encoded is None:
+        return f"key {_show(key, 80)} is not valid UTF-8"
+    if len(encoded) > MAX_KEY_BYTES:
+        return f"key is {len(encoded)} bytes in UTF-8, over {MAX_KEY_BYTES}"
+    for name in ("first_ts", "last_ts"):
+        value = getattr(entry, name)
+        if not _is_event_time(value):
+            return f"{name} {_show(value)} is not an event time in {_EVENT_TIME_RANGE}"
+    if entry.first_ts > entry.last_ts:
+        return f"first_ts {entry.first_ts} > last_ts {entry.last_ts}"
+    for name in ("last_offset", "tail_offset"):
+        value = getattr(entry, name)
+        if not _is_int(value) or not 0 <= value <= MAX_OFFSET:
+            return f"{name} {_show(value)} is not an integer in [0, 2**63-1]"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    """Return True for an int that is not a bool (True is not an offset)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_event_time(value: object) -> bool:
+    """Return True for an int (not a bool) in the event-time range."""
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS
+    )
+
+
+def _utf8(text: str) -> bytes | None:
+    """Return `text` in UTF-8, or None if it cannot be encoded."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: msgpack could not write it
+        return None
+
+
+def _show(value: object, limit: int = 100) -> str:
+    """Return a bounded repr that cannot raise (a huge int's repr can)."""
+    try:
+        return repr(value)[:limit]
+    except Exception:  # a problem text must never be the thing that crashes
+        return f"<{type(value).__name__}>"

@@ -8,6 +8,7 @@ import zlib
 import msgpack
 import pytest
 
+from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from sessionizer import Fragment, SessionEngine
 from state import (
     DEFAULT_LIMIT_BYTES,
@@ -24,6 +25,7 @@ from state import (
     StreamState,
     VersionedMemory,
 )
+from state.record import MAX_BLOB_BYTES, MAX_BODY_BYTES, MAX_OFFSET
 from tests.unit.session_harness import Recorder
 
 STREAM = "app.stream.0003"
@@ -66,7 +68,7 @@ def test_absent_record_means_start_from_offset_zero(data: bytes | None) -> None:
         (b"\x00" + msgpack.packb([1, 2]), "expected a map"),
         (b"\x00" + msgpack.packb({"v": 99, "stream": STREAM}), "format version 99"),
         (b"\x00" + msgpack.packb({"v": 1, "stream": "x"}), "belongs to stream 'x'"),
-        (b"\x00" + msgpack.packb({"v": 1, "stream": STREAM}), "bad field"),
+        (b"\x00" + msgpack.packb({"v": 1, "stream": STREAM}), "missing field 'epoch'"),
     ],
 )
 def test_corrupt_records_raise_naming_the_stream(data: bytes, problem: str) -> None:
@@ -107,7 +109,9 @@ def _long_session_stream(sessions: int) -> list[Fragment]:
 def _snapshot_after(
     fragments: list[Fragment], processor: Recorder, resume: StreamState
 ) -> StreamState:
-    engine = SessionEngine(STREAM, processor, resume=resume)
+    # The engine's ignore-list budget would force-close the long session before the
+    # record grows this large; switched off here to test the store's size guard itself.
+    engine = SessionEngine(STREAM, processor, resume=resume, ignore_budget_bytes=10**12)
     for fragment in fragments:
         engine.process(fragment)
     return engine.snapshot(fragments[-1].offset + 1)
@@ -206,3 +210,192 @@ def test_an_uncertain_commit_gives_the_stream_up() -> None:
         store.commit(STREAM, StreamState.initial(STREAM, epoch))
     with pytest.raises(StateError, match="commit without load"):
         store.commit(STREAM, StreamState.initial(STREAM, epoch))
+
+
+# --- issue 12: decoding a stored record is total (reproductions first) ---
+
+_GOOD_FIELDS = {
+    "v": 1,
+    "stream": STREAM,
+    "epoch": 7,
+    "safe": 40,
+    "committed": 120,
+    "time": 1_431_857_103_000,
+    "ignore": [["10.0.0.1|agent", 1_000, 2_000, 50, 49]],
+    "blob": b"\x00user",
+    "open": 3,
+}
+
+
+def _record(**changes: object) -> bytes:
+    return b"\x00" + msgpack.packb({**_GOOD_FIELDS, **changes}, use_bin_type=True)
+
+
+def test_the_good_fields_decode() -> None:
+    state = StreamState.decode(_record(), stream=STREAM)
+    assert state.ignore == (IgnoreEntry("10.0.0.1|agent", 1_000, 2_000, 50, 49),)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"safe": float("inf")}, "safe"),
+        ({"committed": float("inf")}, "committed"),
+        ({"epoch": float("-inf")}, "epoch"),
+        ({"time": float("inf")}, "time"),
+        ({"time": float("nan")}, "time"),
+        ({"open": float("inf")}, "open"),
+        ({"safe": -1}, "safe"),
+        ({"epoch": -1}, "epoch"),
+        ({"open": -1}, "open"),
+        ({"committed": 2**64 - 1}, "committed"),
+        ({"epoch": 2**63}, "epoch"),
+        ({"safe": 121}, "safe"),
+        ({"safe": "40"}, "safe"),
+        ({"safe": 40.0}, "safe"),
+        ({"epoch": True}, "epoch"),
+        ({"time": 1.5}, "time"),
+        ({"time": -1}, "time"),
+        ({"time": 253_402_300_800_000}, "time"),
+        ({"blob": "text"}, "blob"),
+        ({"blob": [1, 2]}, "blob"),
+        ({"blob": 2**62}, "blob"),
+        ({"blob": b"x" * (64 * 1024 + 1)}, "blob"),
+        ({"ignore": 5}, "ignore"),
+        ({"ignore": [["k", 1, 2, 3]]}, "ignore"),
+        ({"ignore": [[5, 1, 2, 3, 3]]}, "ignore"),
+        ({"ignore": [["", 1, 2, 3, 3]]}, "ignore"),
+        ({"ignore": [["k" * 4097, 1, 2, 3, 3]]}, "ignore"),
+        ({"ignore": [["k", 2, 1, 3, 3]]}, "ignore"),
+        ({"ignore": [["k", -1, 1, 3, 3]]}, "ignore"),
+        ({"ignore": [["k", 1, 2, float("inf"), 3]]}, "ignore"),
+        ({"ignore": [["k", 1, 2, 3, -3]]}, "ignore"),
+        ({"ignore": [["k", 1, 2.5, 3, 3]]}, "ignore"),
+        ({"ignore": {"k": 1}}, "ignore"),
+        ({"open": None}, "open"),
+    ],
+)
+def test_out_of_range_or_mistyped_fields_are_corrupt(changes: dict, problem: str) -> None:
+    with pytest.raises(CorruptStateError, match=STREAM) as caught:
+        StreamState.decode(_record(**changes), stream=STREAM)
+    assert problem in caught.value.problem
+
+
+def test_a_zlib_bomb_is_corrupt_without_inflating_it() -> None:
+    import tracemalloc
+
+    bomb = b"\x01" + zlib.compress(b"\x00" * (256 * 1024 * 1024), 9)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptStateError, match="decompresses to more than"):
+            StreamState.decode(bomb, stream=STREAM)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024, f"peak {peak} bytes while decoding a zlib bomb"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x01" + zlib.compress(msgpack.packb(_GOOD_FIELDS))[:-3],  # truncated stream
+        b"\x01" + zlib.compress(msgpack.packb(_GOOD_FIELDS)) + b"junk",  # trailing bytes
+        b"\x00" + msgpack.packb(_GOOD_FIELDS) + b"\x00",  # trailing msgpack
+        b"\x00" + b"\x81\x91\x01\x01",  # a map keyed by an array
+        b"\x00\xc1",
+    ],
+)
+def test_damaged_framing_is_corrupt(data: bytes) -> None:
+    with pytest.raises(CorruptStateError, match=STREAM):
+        StreamState.decode(data, stream=STREAM)
+
+
+# Written by the code before issue 12: the byte format did not change.
+_V1_RECORDS = [
+    (
+        "0089a17601a673747265616daf6170702e73747265616d2e30303033a565706f636807a4736166652"
+        "8a9636f6d6d697474656478a474696d65cf0000014d61558098a669676e6f72659295ae31302e302e"
+        "302e317c6167656e74cd03e8cd07d0323195aa4dc3bc6e63687ce697a500cf0000e677d21fdbffcf7"
+        "fffffffffffffff00a4626c6f62c4050075736572a46f70656e03",
+        StreamState(
+            STREAM,
+            7,
+            40,
+            120,
+            1_431_857_103_000,
+            (
+                IgnoreEntry("10.0.0.1|agent", 1000, 2000, 50, 49),
+                IgnoreEntry("Münch|日", 0, MAX_EVENT_TIME_MS, MAX_OFFSET, 0),
+            ),
+            b"\x00user",
+            3,
+        ),
+    ),
+    (
+        "0089a17601a673747265616daf6170702e73747265616d2e30303033a565706f636800a4736166650"
+        "0a9636f6d6d697474656400a474696d65c0a669676e6f726590a4626c6f62c0a46f70656e00",
+        StreamState(STREAM),
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "state"), _V1_RECORDS)
+def test_records_written_before_validation_still_decode_to_the_same_bytes(
+    data: str, state: StreamState
+) -> None:
+    assert StreamState.decode(bytes.fromhex(data), stream=STREAM) == state
+    assert state.encode() == bytes.fromhex(data)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"epoch": -1}, "epoch"),
+        ({"safe_offset": 2**63, "committed_offset": 2**63}, "safe_offset"),
+        ({"committed_offset": 1.0}, "committed_offset"),
+        ({"open_sessions": -1}, "open_sessions"),
+        ({"stream_time_ms": MAX_EVENT_TIME_MS + 1}, "stream_time_ms"),
+        ({"stream_time_ms": 2**64}, "stream_time_ms"),
+        ({"stream_time_ms": MIN_EVENT_TIME_MS - 1}, "stream_time_ms"),
+        ({"user_blob": bytearray(b"x")}, "user_blob"),
+        ({"user_blob": b"x" * (MAX_BLOB_BYTES + 1)}, "user_blob"),
+        ({"ignore": [IgnoreEntry("k", 1, 2, 3, 3)]}, "ignore"),
+        ({"ignore": (IgnoreEntry("k", 1, 2**63, 3, 3),)}, "ignore[0]: last_ts"),
+        ({"ignore": (IgnoreEntry("\ud800", 1, 2, 3, 3),)}, "ignore[0]: key"),
+        ({"ignore": (IgnoreEntry("k" * (MAX_KEY_BYTES + 1), 1, 2, 3, 3),)}, "ignore[0]: key"),
+        ({"ignore": (IgnoreEntry("k", 1, 2, 3, 2**64),)}, "ignore[0]: tail_offset"),
+        ({"format_version": 2}, "format_version"),
+    ],
+)
+def test_a_state_msgpack_or_decode_would_refuse_cannot_be_built(changes: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=STREAM) as caught:
+        StreamState(STREAM, **changes)
+    assert field in str(caught.value)
+
+
+def test_a_stream_name_msgpack_cannot_write_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match="stream name"):
+        StreamState("bad\ud800")
+
+
+def test_the_largest_state_of_every_field_encodes_and_round_trips() -> None:
+    state = StreamState(
+        STREAM,
+        MAX_OFFSET,
+        MAX_OFFSET,
+        MAX_OFFSET,
+        MAX_EVENT_TIME_MS,
+        (IgnoreEntry("é" * (MAX_KEY_BYTES // 2), 0, MAX_EVENT_TIME_MS, MAX_OFFSET, MAX_OFFSET),),
+        b"\xff" * MAX_BLOB_BYTES,
+        MAX_OFFSET,
+    )
+    assert StreamState.decode(state.encode(), stream=STREAM) == state
+
+
+def test_a_body_decode_would_refuse_to_inflate_is_too_large_to_write() -> None:
+    entries = MAX_BODY_BYTES // 4000 + 1
+    ignore = tuple(IgnoreEntry(f"{i:04}" + "k" * 3996, 1, 2, 3, 3) for i in range(entries))
+    state = StreamState(STREAM, ignore=ignore)
+    with pytest.raises(StateTooLargeError, match="uncompressed state is") as caught:
+        state.encode()
+    assert caught.value.limit == MAX_BODY_BYTES
