@@ -6,7 +6,8 @@ share (`security.protocol`, `sasl.mechanism`, `sasl.username`,
 `ssl.key.location`, `ssl.key.password`, `ssl.endpoint.identification.algorithm`,
 and any other client property). confluent-kafka takes them as they are;
 kafka-python and Spark's Kafka source (the Java client) get their equivalents
-here, in one place.
+here, in one place. A leaf module (it imports only `framework.errors`), so
+`router` and `sessionizer` use it as they use `framework.limits`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from router.errors import RouterError
+from framework.errors import ConfigError
 
 __all__ = ["java_client_settings", "kafka_python_settings"]
 
@@ -54,7 +55,7 @@ def kafka_python_settings(
             continue
         keyword = _KAFKA_PYTHON.get(name, name.replace(".", "_"))
         if keyword not in accepted:
-            raise RouterError(
+            raise ConfigError(
                 f"Kafka client property {name!r} has no kafka-python equivalent; use "
                 "--kafka-client confluent, or remove it from the --kafka-config file"
             )
@@ -73,7 +74,7 @@ def java_client_settings(properties: Mapping[str, str]) -> dict[str, str]:
     if username is not None and "sasl.jaas.config" not in settings:
         module = _JAAS_MODULES.get(mechanism.upper())
         if module is None:
-            raise RouterError(f"sasl.username with sasl.mechanism {mechanism!r} is not supported")
+            raise ConfigError(f"sasl.username with sasl.mechanism {mechanism!r} is not supported")
         user, secret = _quoted(username), _quoted(password or "")
         settings["sasl.jaas.config"] = f'{module} required username="{user}" password="{secret}";'
     ca = settings.pop("ssl.ca.location", None)

@@ -13,10 +13,10 @@ import structlog
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from framework.kafka_settings import kafka_python_settings
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
-from router.kafka_settings import kafka_python_settings
 from router.naming import stream_name
 from router.provisioning import verify_stream_topics
 from router.wire import Watermark, encode_fragment, encode_watermark

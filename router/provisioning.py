@@ -9,8 +9,8 @@ import structlog
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from framework.kafka_settings import kafka_python_settings
 from router.errors import ProvisioningError, StreamCountMismatch
-from router.kafka_settings import kafka_python_settings
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
 __all__ = ["TopicPlan", "create_stream_topics", "existing_stream_count", "verify_stream_topics"]

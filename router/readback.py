@@ -8,8 +8,8 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from framework.kafka_settings import kafka_python_settings
 from router.errors import RouterError
-from router.kafka_settings import kafka_python_settings
 
 __all__ = ["read_topics"]
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from framework.client_settings import read_kafka_properties
 from framework.cluster.artifacts import resolve_artifacts
 from framework.commands.options import env_default
 from router.naming import sessions_topic
@@ -78,8 +79,11 @@ def run(args: argparse.Namespace) -> int:
         topic=sessions_topic(args.app),
         out=Path(args.out) if args.out else Path("aggregates") / args.app,
         watermark=args.watermark,
+        client_properties=read_kafka_properties(args.kafka_config) if args.kafka_config else {},
     )
-    require_topic(job.bootstrap, job.topic)  # before Spark's start-up, which takes seconds
+    require_topic(
+        job.bootstrap, job.topic, job.client_properties
+    )  # before Spark's start-up, which takes seconds
     jars = kafka_source_jars(resolve_artifacts().spark)
     settings = SparkSettings(master=args.master, jars=jars)
     with spark_session(settings) as spark:

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, OffsetOutOfRangeError
 
+from framework.kafka_settings import kafka_python_settings
 from framework.node.errors import NodeError, PositionOutOfRange
 from framework.node.ports import SourceRecord
-from router.kafka_settings import kafka_python_settings
 
 __all__ = ["KafkaRecordSource"]
 

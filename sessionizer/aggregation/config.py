@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.errors import ConfigError
@@ -28,6 +29,8 @@ class AggregateJob:
     out: Path
     watermark: str = DEFAULT_WATERMARK
     top: int = TOP_LANDING_PAGES
+    client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Kafka client properties by their standard names (`--kafka-config`), e.g. security."""
 
     def __post_init__(self) -> None:
         if not self.bootstrap:

@@ -22,7 +22,7 @@ sessions arrived more than the watermark delay late (counted, and reported).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -32,6 +32,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from framework.kafka_settings import kafka_python_settings
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -63,7 +64,7 @@ Say = Callable[[str], None]
 _ADAPTIVE = "spark.sql.adaptive.enabled"
 
 
-def require_topic(bootstrap: str, topic: str) -> None:
+def require_topic(bootstrap: str, topic: str, properties: Mapping[str, str] | None = None) -> None:
     """Raise `SessionsTopicError` unless Kafka answers at `bootstrap` and `topic` exists."""
     try:
         consumer = KafkaConsumer(
@@ -72,6 +73,7 @@ def require_topic(bootstrap: str, topic: str) -> None:
             enable_auto_commit=False,
             client_id="sessionizer-aggregate",
             bootstrap_timeout_ms=10_000,
+            **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
         )
         try:
             topics = consumer.topics()
@@ -106,9 +108,10 @@ def publish(spark: SparkSession, sessions: DataFrame, job: AggregateJob, say: Sa
 
 def run_once(spark: SparkSession, job: AggregateJob, say: Say = stderr_line) -> Aggregates:
     """Batch: every record of `<app>.sessions` now, de-duplicated and figured."""
-    require_topic(job.bootstrap, job.topic)
+    require_topic(job.bootstrap, job.topic, job.client_properties)
     say(f"reading {job.topic} from {job.bootstrap} (batch)")
-    parsed = parse_records(read_sessions_batch(spark, job.bootstrap, job.topic)).persist()
+    records = read_sessions_batch(spark, job.bootstrap, job.topic, job.client_properties)
+    parsed = parse_records(records).persist()
     try:
         records = parsed.count()
         skipped = parsed.where("NOT is_session").count()
@@ -154,9 +157,11 @@ class StreamingAggregation:
 
     def start(self) -> StreamingAggregation:
         """Start (or resume from the checkpoint) the query."""
-        require_topic(self.job.bootstrap, self.job.topic)
+        require_topic(self.job.bootstrap, self.job.topic, self.job.client_properties)
         resuming = (self.job.checkpoint / "commits").is_dir()
-        records = read_sessions_stream(self.spark, self.job.bootstrap, self.job.topic)
+        records = read_sessions_stream(
+            self.spark, self.job.bootstrap, self.job.topic, self.job.client_properties
+        )
         unique = deduplicate_stream(sessions_only(parse_records(records)), self.job.watermark)
         writer = (
             unique.writeStream.format("parquet")

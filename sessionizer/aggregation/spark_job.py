@@ -7,12 +7,14 @@ and where results go.  The figures match `figures` (their definition) and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from framework.kafka_settings import java_client_settings
 from sessionizer.aggregation.figures import (
     HOUR_MS,
     NO_SITE,
@@ -51,19 +53,33 @@ SESSION_SCHEMA = StructType(
 """The session fields the aggregation reads (missing ones are null); also the session table's."""
 
 
-def _kafka_options(bootstrap: str, topic: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"}
+def _kafka_options(
+    bootstrap: str, topic: str, properties: Mapping[str, str] | None
+) -> dict[str, str]:
+    """Spark's Kafka source options: the Java client's properties, each prefixed `kafka.`."""
+    client = {f"kafka.{k}": v for k, v in java_client_settings(properties or {}).items()}
+    return {
+        **client,
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+    }
 
 
-def read_sessions_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def read_sessions_batch(
+    spark: SparkSession, bootstrap: str, topic: str, properties: Mapping[str, str] | None = None
+) -> DataFrame:
     """Every record of `topic` from its start to its end at the time the plan runs."""
-    options = _kafka_options(bootstrap, topic)
+    options = _kafka_options(bootstrap, topic, properties)
     return spark.read.format("kafka").options(**options, endingOffsets="latest").load()
 
 
-def read_sessions_stream(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def read_sessions_stream(
+    spark: SparkSession, bootstrap: str, topic: str, properties: Mapping[str, str] | None = None
+) -> DataFrame:
     """The records of `topic` as a stream (from its start on a fresh checkpoint)."""
-    return spark.readStream.format("kafka").options(**_kafka_options(bootstrap, topic)).load()
+    options = _kafka_options(bootstrap, topic, properties)
+    return spark.readStream.format("kafka").options(**options).load()
 
 
 def parse_records(records: DataFrame) -> DataFrame:

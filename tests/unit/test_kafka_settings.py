@@ -8,8 +8,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from framework.client_settings import read_kafka_properties, redacted
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
-from router.errors import RouterError
-from router.kafka_settings import java_client_settings, kafka_python_settings
+from framework.kafka_settings import java_client_settings, kafka_python_settings
 
 SECURE = {
     "security.protocol": "SASL_SSL",
@@ -37,7 +36,7 @@ def test_kafka_python_gets_its_keywords() -> None:
 
 
 def test_a_property_kafka_python_cannot_take_is_a_clear_error() -> None:
-    with pytest.raises(RouterError, match=r"queue\.buffering\.max\.kbytes"):
+    with pytest.raises(ConfigError, match=r"queue\.buffering\.max\.kbytes"):
         kafka_python_settings({"queue.buffering.max.kbytes": "1"}, KafkaProducer.DEFAULT_CONFIG)
 
 
