@@ -16,19 +16,29 @@ node, `VersionedMemory` in tests (`MemoryStateStore`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from state.errors import CommitUncertainError, FencedError, StateError
 from state.record import DEFAULT_LIMIT_BYTES, StreamState
 
 __all__ = [
+    "BATCH_BYTES",
+    "BATCH_WRITES",
+    "BatchedRecords",
     "FencedStateStore",
     "MemoryStateStore",
     "StateStore",
     "VersionedMemory",
     "VersionedRecords",
 ]
+
+
+BATCH_BYTES: Final = 512 * 1024
+"""Most record bytes in one multi-operation (ZooKeeper's request limit is 1 MiB)."""
+BATCH_WRITES: Final = 256
+"""Most records in one multi-operation."""
 
 
 @runtime_checkable
@@ -41,6 +51,10 @@ class StateStore(Protocol):
 
     def commit(self, stream: str, state: StreamState) -> None:
         """Write `state` if we still own the stream; else raise `FencedError`, writing nothing."""
+        ...
+
+    def commit_many(self, states: Sequence[StreamState]) -> dict[str, StateError | None]:
+        """Commit several streams' states; the outcome of each (None: written)."""
         ...
 
     def release(self, stream: str) -> None:
@@ -58,6 +72,29 @@ class VersionedRecords(Protocol):
     def write(self, stream: str, data: bytes, expected: int) -> int:
         """Replace the bytes if the version is `expected` (else `FencedError`); return it + 1."""
         ...
+
+
+@runtime_checkable
+class BatchedRecords(VersionedRecords, Protocol):
+    """`VersionedRecords` that can write several records in one all-or-nothing request."""
+
+    def write_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int] | None:
+        """Write all (stream, data, expected version) or none; new versions, or None if any
+        version moved. Raise `CommitUncertainError` if the outcome is unknown."""
+        ...
+
+
+def _batches(encoded: list[tuple[str, bytes]]) -> list[list[tuple[str, bytes]]]:
+    """Split writes so one request stays well below ZooKeeper's 1 MiB `jute.maxbuffer`."""
+    batches: list[list[tuple[str, bytes]]] = [[]]
+    size = 0
+    for stream, data in encoded:
+        if batches[-1] and (size + len(data) > BATCH_BYTES or len(batches[-1]) >= BATCH_WRITES):
+            batches.append([])
+            size = 0
+        batches[-1].append((stream, data))
+        size += len(data)
+    return [batch for batch in batches if batch]
 
 
 class FencedStateStore:
@@ -85,8 +122,42 @@ class FencedStateStore:
 
     def commit(self, stream: str, state: StreamState) -> None:
         """Write `state` if we still own the stream; else raise `FencedError`, writing nothing."""
-        expected = self._expected.get(stream)
-        if expected is None:
+        self._write(stream, self._encoded(stream, state))
+
+    def commit_many(self, states: Sequence[StreamState]) -> dict[str, StateError | None]:
+        """Commit several streams, in as few round trips as the records allow; outcome per stream.
+
+        Over `BatchedRecords`, the writes go as all-or-nothing batches (one ZooKeeper
+        multi-operation each); a batch in which any version moved is retried stream by
+        stream, so each stream gets its own precise outcome.
+        """
+        outcomes: dict[str, StateError | None] = {}
+        if not isinstance(self.records, BatchedRecords) or len(states) < 2:
+            for state in states:
+                outcomes[state.stream] = self._outcome(lambda s=state: self.commit(s.stream, s))
+            return outcomes
+        encoded: list[tuple[str, bytes]] = []
+        for state in states:
+            try:
+                encoded.append((state.stream, self._encoded(state.stream, state)))
+            except StateError as exc:
+                outcomes[state.stream] = exc
+        for batch in _batches(encoded):
+            if not self._write_batch(batch, outcomes):
+                for stream, data in batch:
+                    outcomes[stream] = self._outcome(lambda s=stream, d=data: self._write(s, d))
+        return outcomes
+
+    @staticmethod
+    def _outcome(write: Callable[[], None]) -> StateError | None:
+        try:
+            write()
+        except StateError as exc:
+            return exc
+        return None
+
+    def _encoded(self, stream: str, state: StreamState) -> bytes:
+        if self._expected.get(stream) is None:
             raise StateError(f"stream {stream}: commit without load; this node does not own it")
         if state.stream != stream or state.epoch != self._epochs[stream]:
             raise StateError(
@@ -94,14 +165,37 @@ class FencedStateStore:
                 f"but this node owns {stream} at epoch {self._epochs[stream]}"
             )
         # Encoding first: a record over the limit raises before anything is written.
-        data = state.encode(limit=self.limit_bytes)
+        return state.encode(limit=self.limit_bytes)
+
+    def _write(self, stream: str, data: bytes) -> None:
         try:
-            self._expected[stream] = self.records.write(stream, data, expected)
+            self._expected[stream] = self.records.write(stream, data, self._expected[stream])
             self.sizes[stream] = len(data)
         except (FencedError, CommitUncertainError):
             # Either way the expected version is no longer known: never write again.
             self.release(stream)
             raise
+
+    def _write_batch(
+        self, batch: list[tuple[str, bytes]], outcomes: dict[str, StateError | None]
+    ) -> bool:
+        """One all-or-nothing write; False if a version moved (nothing was written)."""
+        assert isinstance(self.records, BatchedRecords)
+        writes = [(stream, data, self._expected[stream]) for stream, data in batch]
+        try:
+            versions = self.records.write_many(writes)
+        except CommitUncertainError as exc:
+            for stream, _ in batch:
+                self.release(stream)
+                outcomes[stream] = CommitUncertainError(stream, str(exc))
+            return True
+        if versions is None:
+            return False
+        for (stream, data), version in zip(batch, versions, strict=True):
+            self._expected[stream] = version
+            self.sizes[stream] = len(data)
+            outcomes[stream] = None
+        return True
 
     def release(self, stream: str) -> None:
         """Stop owning the stream here: later commits of it raise `StateError`."""

@@ -2,20 +2,26 @@
 
 Plugged into `FencedStateStore`, every commit is a `set` with the version the
 owner last wrote, so a stale owner's write fails (BadVersion) instead of moving
-the safe offset under the new owner.
+the safe offset under the new owner.  A record whose ACL belongs to another
+ZooKeeper identity (NoAuth: wrong or missing --zk-auth) raises
+`framework.zookeeper.ZooKeeperAccessError`, a `ConfigError`: retrying cannot help.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    NoAuthError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 
+from framework.zookeeper import refused
 from state.errors import CommitUncertainError, FencedError, StateError
 
 __all__ = ["ZooKeeperRecords"]
@@ -38,12 +44,27 @@ class ZooKeeperRecords:
             data, stat = self.client.get(self.path(stream))
         except NoNodeError as exc:
             raise FencedError(stream, expected=0, found=None) from exc
+        except NoAuthError as exc:
+            raise refused(self.client, self.path(stream)) from exc
         except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
             raise StateError(
                 f"stream {stream}: cannot read its state from ZooKeeper ({exc!r}); "
                 "the node retries when the connection is back"
             ) from exc
         return data, int(stat.version)
+
+    def write_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int] | None:
+        """Write every record if each is at its expected version (one multi-operation)."""
+        transaction = self.client.transaction()
+        for stream, data, expected in writes:
+            transaction.set_data(self.path(stream), data, version=expected)
+        try:
+            results = transaction.commit()
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
+            raise CommitUncertainError(writes[0][0], f"{len(writes)} streams: {exc!r}") from exc
+        if any(isinstance(result, Exception) for result in results):
+            return None  # BadVersion / NoNode somewhere: nothing was written
+        return [int(stat.version) for stat in results]
 
     def write(self, stream: str, data: bytes, expected: int) -> int:
         """Replace the record if its version is `expected`; return the new version."""
@@ -57,6 +78,8 @@ class ZooKeeperRecords:
             ) from exc
         except NoNodeError as exc:
             raise FencedError(stream, expected=expected, found=None) from exc
+        except NoAuthError as exc:
+            raise refused(self.client, path) from exc
         except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
             # Whether the write landed is unknowable here; guessing could let two owners
             # share an expected version, so the caller gives the stream up instead.

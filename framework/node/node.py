@@ -264,33 +264,37 @@ class Node:
             self._rewind(self._out.rewind_set(self._tasks.values()))
             return  # nothing committed: the unconfirmed output is replayed
         started = time.monotonic()
-        released = False
-        for stream in streams:
-            task = self._tasks.get(stream)
-            if task is not None and self._commit_one(task) and not at_least_once:
-                released |= self._out.send_unsent(task)
+        committed = self._commit_states([self._tasks[s] for s in streams if s in self._tasks])
         if not at_least_once:
+            released = [self._out.send_unsent(task) for task in committed]
             self._out.flush(self._tasks.values())
-            if released:
+            if any(released):
                 self._reassign()
         seconds = time.monotonic() - started
         self.stats.commit_latency(seconds, len(streams))
         if self.metrics is not None and streams:
             self.metrics.commit_latency.observe(seconds)
 
-    def _commit_one(self, task: StreamTask) -> bool:
-        assert self._store is not None and self._coordinator is not None
-        if task.replaying:
-            return False  # the stored state is still the better one
-        state = task.snapshot()
-        try:
-            self._store.commit(task.stream, state)
-        except StateError as exc:
-            self._commit_failed(task, exc)
-            return False
-        task.committed_as(state)
-        self.stats.commits += 1
-        return True
+    def _commit_states(self, tasks: list[StreamTask]) -> list[StreamTask]:
+        """Commit the tasks whose state moved, in one batch; return those now committed."""
+        assert self._store is not None
+        # A replaying task's stored state is still the better one; an unchanged one is stored.
+        live = [task for task in tasks if not task.replaying]
+        states = {task.stream: task.snapshot() for task in live}
+        changed = [states[task.stream] for task in live if states[task.stream] != task.committed]
+        outcomes = self._store.commit_many(changed) if changed else {}
+        committed = []
+        for task in live:
+            error = outcomes.get(task.stream)
+            if error is not None:
+                self._commit_failed(task, error)
+                continue
+            if task.stream in outcomes:
+                task.committed_as(states[task.stream])
+                self.stats.commits += 1
+            committed.append(task)
+        self.stats.skipped_commits += len(live) - len(changed)
+        return committed
 
     def _commit_failed(self, task: StreamTask, exc: StateError) -> None:
         assert self._coordinator is not None

@@ -24,6 +24,8 @@ class NodeStats:
     """Counters of one node; engine counters of released streams are kept in `retired`."""
 
     commits: int = 0
+    skipped_commits: int = 0
+    """Commits not written because the stream's state had not moved since the last one."""
     rebalances: int = 0
     sink_failures: int = 0
     rewinds: int = 0
@@ -66,6 +68,7 @@ class NodeStats:
             "dead_letters": dead_letters,
             "open_sessions": open_sessions,
             "commits": self.commits,
+            "skipped_commits": self.skipped_commits,
             "rebalances": self.rebalances,
             "sink_failures": self.sink_failures,
             "rewinds": self.rewinds,

@@ -68,3 +68,35 @@ def test_an_oversized_state_is_refused_with_a_clear_error_and_nothing_written(
             store.commit(STREAM, huge)
         data, stat = client.get(paths.stream_state(STREAM))
         assert data == b"" and stat.version == epoch
+
+
+def test_one_multi_operation_commits_many_streams_and_a_fenced_one_is_singled_out(
+    zk_hosts: str, app: str
+) -> None:
+    paths = AppPaths(app)
+    streams = [f"s.stream.{i:04d}" for i in range(5)]
+    with zookeeper_client(zk_hosts) as client:
+        records = ZooKeeperRecords(client, paths.stream_states)
+        store = FencedStateStore(records)
+        epochs = {}
+        for stream in streams:
+            client.create(paths.stream_state(stream), b"", makepath=True)
+            epochs[stream] = _take(client, paths.stream_state(stream))
+            store.load(stream, epochs[stream])
+
+        def states(offset: int) -> list[StreamState]:
+            return [StreamState(s, epochs[s], offset, offset) for s in streams]
+
+        assert store.commit_many(states(10)) == dict.fromkeys(streams, None)
+        assert {client.get(paths.stream_state(s))[1].version for s in streams} == {
+            epochs[s] + 1 for s in streams
+        }
+        _take(client, paths.stream_state(streams[2]))  # another node takes one of them
+        outcomes = store.commit_many(states(20))
+        assert isinstance(outcomes.pop(streams[2]), FencedError)
+        assert outcomes == dict.fromkeys(streams[:2] + streams[3:], None)
+        for stream in streams[:2] + streams[3:]:
+            data, _ = client.get(paths.stream_state(stream))
+            assert StreamState.decode(data, stream=stream).committed_offset == 20
+        data, _ = client.get(paths.stream_state(streams[2]))
+        assert StreamState.decode(data, stream=streams[2]).committed_offset == 10
