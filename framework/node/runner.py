@@ -3,7 +3,7 @@
 - The first SIGTERM or SIGINT asks the node to stop: it commits what it can
   commit with certainty, releases (or drains) and returns; exit code 0.
 - If that takes longer than the drain plus `NodeConfig.shutdown_deadline`
-  (session timeout + 5 s), whatever ZooKeeper and Kafka are doing, the process
+  (session timeout + 4 s), whatever ZooKeeper and Kafka are doing, the process
   ends there with `EXIT_FORCED`: its streams' last commits stand, and their
   next owners replay from them.
 - A second signal ends the process at once (`EXIT_SECOND_SIGNAL`), committing

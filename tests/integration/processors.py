@@ -1,13 +1,42 @@
-"""Processors used only by the tests (imported by node processes through PYTHONPATH)."""
+"""Processors used only by the tests (imported by node processes through PYTHONPATH).
+
+Node processes load them as `tests.integration.processors:NAME`.  Each is a
+`WebSessions` with one deliberate fault; the helpers (`unsendable_kind`, the
+marker paths, the gate) are shared with the tests that check the outcome.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from sessionizer.examples.weblog import WebSessions
 
-__all__ = ["FragileWebSessions"]
+__all__ = [
+    "GATE_ENV",
+    "HOOK_POISON_PATH",
+    "TOO_LARGE_BYTES",
+    "FragileWebSessions",
+    "GatedWebSessions",
+    "TimestampPoisonWebSessions",
+    "UnsendableWebSessions",
+    "unsendable_kind",
+]
+
+HOOK_POISON_PATH = "/__poison_timestamp__"
+"""A fragment with this path makes `TimestampPoisonWebSessions.timestamp` return > 2**63."""
+
+TOO_LARGE_BYTES = 2_000_000
+"""The size of the string `UnsendableWebSessions` puts into a too-large result (broker: ~1 MB)."""
+
+GATE_ENV = "SESSIONIZER_TEST_GATE"
+"""Environment variable naming the gate file of `GatedWebSessions`."""
+
+Unsendable = Literal["too-large", "unencodable"]
 
 
 class FragileWebSessions(WebSessions):
@@ -18,3 +47,58 @@ class FragileWebSessions(WebSessions):
         if fragment.get("path") == "/poison":
             raise ValueError("poison fragment")
         return super().update(session, fragment)
+
+
+class TimestampPoisonWebSessions(WebSessions):
+    """WebSessions whose `timestamp` hook returns 2**64 (beyond int64) for `HOOK_POISON_PATH`."""
+
+    def timestamp(self, fragment: Mapping[str, Any], record_timestamp_ms: int) -> int:
+        """The record timestamp, except an out-of-range event time for the marker path."""
+        if fragment.get("path") == HOOK_POISON_PATH:
+            return 2**64
+        return record_timestamp_ms
+
+
+def unsendable_kind(key: str) -> Unsendable | None:
+    """Which keys' sessions `UnsendableWebSessions` makes unsendable (about 1 in 97 each)."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    bucket = int.from_bytes(digest, "big") % 97
+    return {0: "too-large", 1: "unencodable"}.get(bucket)
+
+
+class UnsendableWebSessions(WebSessions):
+    """WebSessions whose `close()` gives a result that can never be sent, for some keys.
+
+    `unsendable_kind(key)` decides: `"too-large"` adds a 2 MB string (the broker
+    takes about 1 MB), `"unencodable"` adds an integer key next to the string keys
+    (`{200: 3, "x": 1}`), which JSON with sorted keys cannot encode.
+    """
+
+    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+        """The visit, made unsendable for the chosen keys."""
+        result: dict[Any, Any] = super().close(key, session)
+        kind = unsendable_kind(key)
+        if kind == "too-large":
+            result["padding"] = "x" * TOO_LARGE_BYTES
+        elif kind == "unencodable":
+            result[200] = 3
+        return result
+
+
+class GatedWebSessions(WebSessions):
+    """WebSessions whose `close()` waits while the gate file (env `GATE_ENV`) exists.
+
+    The first time it waits it creates `<gate>.blocked.<pid>`, so a test knows
+    the node is holding finished output it has not sent yet.  The wait is
+    bounded (60 s) and changes no result: the hooks stay deterministic.
+    """
+
+    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+        """Wait at the gate (if any), then return the visit."""
+        gate = os.environ.get(GATE_ENV)
+        if gate and Path(gate).exists():
+            Path(f"{gate}.blocked.{os.getpid()}").touch()
+            deadline = time.monotonic() + 60
+            while Path(gate).exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return super().close(key, session)
