@@ -1,0 +1,199 @@
+"""What state commits cost ZooKeeper, and how far one ensemble goes (with a labelled simulation).
+
+    .venv/bin/python -m benchmarks.zookeeper_commits [--streams 16 64 288 1024] [--rounds 20]
+
+Measured on one local ZooKeeper server, from one node's real store
+(`FencedStateStore` over `ZooKeeperRecords`) with realistic records (the
+encoded state of a stream with a few dozen ignore-list entries):
+
+1. the write capacity of this ZooKeeper: version-checked `set`s per second,
+   pipelined, and the same writes grouped into multi-operations;
+2. one commit round of a node owning S streams (16, 64, 288, 1,024), when every
+   stream moved (stream by stream, as before; and as multi-operations, as now)
+   and when none moved (now skipped): latency and ZooKeeper writes.
+
+Then a simulation, clearly labelled as one: from the measured capacity and the
+per-round cost, how many streams one ensemble carries at a 1 s commit interval
+before it is the limit, and how that divides among nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from benchmarks.common import progress, write_json
+from benchmarks.tables import show
+from framework.cluster import LocalCluster
+from framework.logging import configure_logging
+from state.record import IgnoreEntry, StreamState
+from state.store import BATCH_BYTES, BATCH_WRITES, FencedStateStore
+from state.zookeeper_store import ZooKeeperRecords
+
+__all__ = ["main"]
+
+PARENT = "/bench/stream_state"
+KEY = "203.0.113.7|Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One measured commit round."""
+
+    streams: int
+    mode: str
+    seconds: float
+    writes: int
+    requests: int
+
+
+def _state(stream: str, epoch: int, offset: int) -> StreamState:
+    """A stream's state as a busy node commits it: a few dozen finished sessions to skip."""
+    ignore = tuple(
+        IgnoreEntry(f"{KEY}#{i}", 1_700_000_000_000 + i, 1_700_000_060_000 + i, offset + i, offset)
+        for i in range(40)
+    )
+    return StreamState(stream, epoch, offset, offset + 60, 1_700_000_100_000, ignore, None, 12)
+
+
+def _store(client: KazooClient, streams: Sequence[str]) -> FencedStateStore:
+    records = ZooKeeperRecords(client, PARENT)
+    store = FencedStateStore(records)
+    for stream in streams:
+        path = records.path(stream)
+        client.ensure_path(path)
+        store.load(stream, client.get(path)[1].version)
+    return store
+
+
+def capacity(client: KazooClient, seconds: float) -> dict[str, float]:
+    """Pipelined version-checked sets/s on 64 znodes, single and in multis of 64."""
+    names = [f"cap.{i:04d}" for i in range(64)]
+    data = _state("cap", 1, 1000).encode()
+    for name in names:
+        client.ensure_path(f"{PARENT}/{name}")
+    versions = {n: client.get(f"{PARENT}/{n}")[1].version for n in names}
+    writes, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        pending = [(n, client.set_async(f"{PARENT}/{n}", data, version=versions[n])) for n in names]
+        for name, result in pending:
+            versions[name] = result.get().version
+        writes += len(names)
+    single = writes / (time.monotonic() - started)
+    multis, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        transaction = client.transaction()
+        for name in names:
+            transaction.set_data(f"{PARENT}/{name}", data, version=versions[name])
+        for name, stat in zip(names, transaction.commit(), strict=True):
+            versions[name] = stat.version
+        multis += 1
+    multi = multis * len(names) / (time.monotonic() - started)
+    return {"sets_per_s": single, "sets_in_multis_per_s": multi, "record_bytes": len(data)}
+
+
+def commit_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
+    """Median-able rounds of a node owning `count` streams, in the three modes."""
+    streams = [f"s{count}.stream.{i:04d}" for i in range(count)]
+    store = _store(client, streams)
+    epochs = {s: client.get(f"{PARENT}/{s}")[1].version for s in streams}
+    measured: list[Round] = []
+    offset = 0
+    for _ in range(rounds):
+        offset += 100
+        states = [_state(s, epochs[s], offset) for s in streams]
+        started = time.monotonic()
+        for state in states:  # before: one set per stream, one round trip each
+            store.commit(state.stream, state)
+        measured.append(Round(count, "each stream", time.monotonic() - started, count, count))
+        offset += 100
+        states = [_state(s, epochs[s], offset) for s in streams]
+        started = time.monotonic()
+        outcomes = store.commit_many(states)  # now: multi-operations
+        assert all(error is None for error in outcomes.values()), outcomes
+        size = sum(len(s.encode()) for s in states)
+        requests = max(-(-count // BATCH_WRITES), -(-size // BATCH_BYTES))
+        measured.append(Round(count, "multi", time.monotonic() - started, count, requests))
+        measured.append(Round(count, "unchanged (skipped)", 0.0, 0, 0))
+    return measured
+
+
+def _summary(rounds: list[Round]) -> list[dict[str, Any]]:
+    rows = []
+    for key in sorted({(r.streams, r.mode) for r in rounds}, key=lambda k: (k[0], k[1])):
+        same = [r for r in rounds if (r.streams, r.mode) == key]
+        median = statistics.median(r.seconds for r in same)
+        rows.append(
+            {
+                "streams": key[0],
+                "mode": key[1],
+                "round_ms_median": round(1000 * median, 2),
+                "zk_writes_per_round": same[0].writes,
+                "zk_requests_per_round": same[0].requests,
+            }
+        )
+    return rows
+
+
+def simulate(cap: dict[str, float], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SIMULATION, not a measurement: streams one ensemble carries at a 1 s commit interval."""
+    simulated = []
+    for fraction_busy in (1.0, 0.25):
+        # Every busy stream costs one set per interval; ZooKeeper applies them at the
+        # measured multi rate (writes go through the leader, so followers add no capacity).
+        streams = int(cap["sets_in_multis_per_s"] / fraction_busy)
+        per_round = [r for r in rows if r["mode"] == "multi"]
+        largest = max(per_round, key=lambda r: r["streams"])
+        ms_per_stream = largest["round_ms_median"] / largest["streams"]
+        simulated.append(
+            {
+                "busy_share": fraction_busy,
+                "streams_until_zk_is_the_limit": streams,
+                "nodes_at_1024_streams_each": round(streams / 1024, 1),
+                "node_commit_ms_per_stream": round(ms_per_stream, 3),
+            }
+        )
+    return simulated
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure, simulate, print and write benchmarks/out/zookeeper_commits.json."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[16, 64, 288, 1024])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--capacity-seconds", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    configure_logging("warning")
+    with tempfile.TemporaryDirectory(prefix="sessionizer-zkbench-") as directory:
+        progress("starting a local ZooKeeper for this run...")
+        with LocalCluster(directory, zookeepers=1, brokers=0) as cluster:
+            client = KazooClient(hosts=cluster.zk_connect, timeout=10)
+            client.start(timeout=30)
+            try:
+                cap = capacity(client, args.capacity_seconds)
+                pipelined, in_multis = cap["sets_per_s"], cap["sets_in_multis_per_s"]
+                progress(f"capacity: {pipelined:,.0f} sets/s, {in_multis:,.0f} in multis")
+                rounds = [
+                    r for count in args.streams for r in commit_rounds(client, count, args.rounds)
+                ]
+            finally:
+                client.stop()
+                client.close()
+    rows = _summary(rounds)
+    simulated = simulate(cap, rows)
+    show("ZooKeeper write capacity (measured, 1 server, this machine)", [cap], list(cap))
+    show("one node's commit round (measured)", rows, list(rows[0]))
+    show("SIMULATION from the figures above (not measured)", simulated, list(simulated[0]))
+    write_json("zookeeper_commits", {"capacity": cap, "rounds": rows, "simulation": simulated})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
