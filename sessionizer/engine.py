@@ -7,22 +7,29 @@ A session is emitted once no on-time fragment could still join it (see
 (`sessionizer.reference`) of the on-time fragments.  The hooks run when a
 session is final, over its fragments in event-time order: out-of-order arrival
 never needs a merge hook or a re-fold.
+
+Two policies keep one stream from being ruined by a few records, both decided by
+the log alone, so a replay decides the same way (docs/sessions.md):
+
+- a record dated more than `max_lead` ahead of stream time is *parked*; the next
+  record confirms it (it is not more than `max_lead` behind it) or refutes it;
+- when the ignore list would outgrow `IGNORE_LIST_BUDGET_BYTES`, the oldest open
+  session is closed there and then, marked `truncated`.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from sessionizer import hooks
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.records import (
     EngineOutput,
     FinishedSession,
     Fragment,
+    FutureFragment,
     HookFailure,
     LateFragment,
     Record,
@@ -31,7 +38,7 @@ from sessionizer.records import (
 )
 from sessionizer.timeline import KeyTimeline, Member, Segment
 from state.record import IgnoreEntry, StreamState
-from state.tracker import SafeOffsetTracker
+from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
 __all__ = ["EngineCounters", "SessionEngine"]
 
@@ -47,13 +54,34 @@ class EngineCounters:
     skipped_by_ignore_list: int
     hook_failures: int
     open_sessions: int
+    future: int = 0
+    """Records dated more than `max_lead` ahead that the next record refuted (or an
+    end-of-input watermark's time, when that far ahead)."""
+    truncated: int = 0
+    """Sessions closed early to keep the ignore list within its budget."""
+    invalid_watermarks: int = 0
+    """Watermarks whose time is not a valid event time (ignored, end of input still counts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A record dated more than `max_lead` ahead, waiting for the next record's verdict."""
+
+    record: Record
+    event_time_ms: int
+    stream_time_ms: int | None
 
 
 class SessionEngine:
     """The sessions of one stream, driven by a `StreamProcessor`'s hooks."""
 
     def __init__(
-        self, stream: str, processor: StreamProcessor, resume: StreamState | None = None
+        self,
+        stream: str,
+        processor: StreamProcessor,
+        resume: StreamState | None = None,
+        *,
+        ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
     ) -> None:
         state = resume if resume is not None else StreamState.initial(stream)
         if state.stream != stream:
@@ -72,8 +100,11 @@ class SessionEngine:
         # deadline moved later); it is then rescheduled, so appends push nothing.
         self._heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
+        self._budget = ignore_budget_bytes
+        self._parked: _Parked | None = None
         self._fragments = self._watermarks = self._sessions = 0
         self._late = self._skipped = self._hook_failures = 0
+        self._future = self._truncated = self._invalid_watermarks = 0
 
     @property
     def stream_time_ms(self) -> int | None:
@@ -91,6 +122,9 @@ class SessionEngine:
             skipped_by_ignore_list=self._skipped,
             hook_failures=self._hook_failures,
             open_sessions=self._tracker.open_sessions,
+            future=self._future,
+            truncated=self._truncated,
+            invalid_watermarks=self._invalid_watermarks,
         )
 
     def process(self, record: Record) -> list[EngineOutput]:
@@ -105,6 +139,9 @@ class SessionEngine:
         else:
             outputs = self._on_fragment(record)
         self._tracker.advance(record.offset + 1, self._stream_time)
+        # After every record, not at commits: a replay meets the same records and so
+        # makes the same decision at the same offset.
+        outputs.extend(self._bound_ignore_list())
         return outputs
 
     def snapshot(self, next_offset: int, *, user_blob: bytes | None = None) -> StreamState:
@@ -128,19 +165,75 @@ class SessionEngine:
 
     def _on_watermark(self, watermark: Watermark) -> list[EngineOutput]:
         self._watermarks += 1
-        outputs = self._advance(watermark.timestamp_ms)
-        if watermark.end_of_input:
-            outputs.extend(self._close_all())
+        time = watermark.timestamp_ms
+        if not hooks.valid_time(time):
+            self._invalid_watermarks += 1
+            if not watermark.end_of_input:
+                return []
+            # Nothing is left to refute a parked record: take it, then close everything.
+            return self._resolve_parked(None) + self._close_all()
+        outputs = self._resolve_parked(time)
+        if not watermark.end_of_input:
+            return outputs + self._gate(watermark, time)
+        if self._too_far_ahead(time):
+            self._future += 1  # nothing after it can confirm its time; it still closes all
+        else:
+            outputs.extend(self._advance(time))
+        outputs.extend(self._close_all())
         return outputs
 
     def _on_fragment(self, fragment: Fragment) -> list[EngineOutput]:
         self._fragments += 1
         try:
-            event_time = _event_time(
+            event_time = hooks.event_time(
                 self.processor.timestamp(fragment.value, fragment.timestamp_ms)
             )
         except Exception as exc:  # a user hook: any failure goes to the dead letters
+            # Without an event time it neither moves stream time nor judges a parked record.
             return [self._hook_failed(fragment, "timestamp", exc)]
+        return self._resolve_parked(event_time) + self._gate(fragment, event_time)
+
+    def _too_far_ahead(self, event_time: int) -> bool:
+        """Return True if `event_time` is more than `max_lead` ahead of stream time."""
+        lead = self.timing.max_lead_ms
+        # A stream's first event time has nothing to be measured against: it is taken.
+        if lead is None or self._stream_time is None:
+            return False
+        return event_time - self._stream_time > lead
+
+    def _gate(self, record: Record, event_time: int) -> list[EngineOutput]:
+        """Apply a record with a valid event time, or park it if it jumps too far ahead."""
+        if not self._too_far_ahead(event_time):
+            return self._apply(record, event_time)
+        self._parked = _Parked(record, event_time, self._stream_time)
+        # A replay from a commit made now must meet it again, to judge it the same way.
+        self._tracker.hold(record.offset, self._stream_time)
+        return []
+
+    def _resolve_parked(self, event_time: int | None) -> list[EngineOutput]:
+        """Let the next record's event time confirm or refute the parked record (None: confirm)."""
+        parked = self._parked
+        if parked is None:
+            return []
+        self._parked = None
+        self._tracker.release(parked.record.offset)
+        lead = self.timing.max_lead_ms
+        assert lead is not None  # nothing is parked without a lead
+        if event_time is None or parked.event_time_ms - event_time <= lead:
+            return self._apply(parked.record, parked.event_time_ms)
+        self._future += 1
+        if isinstance(parked.record, Watermark):
+            return []  # dropped; counted
+        return [_future(parked, parked.record, event_time, lead)]
+
+    def _apply(self, record: Record, event_time: int) -> list[EngineOutput]:
+        """Let a record with an accepted event time move stream time or join a session."""
+        if isinstance(record, Watermark):
+            return self._advance(event_time)
+        return self._place(record, event_time)
+
+    def _place(self, fragment: Fragment, event_time: int) -> list[EngineOutput]:
+        """Skip, reject as late, or add a fragment to its key's sessions."""
         before = self._stream_time
         if self._tracker.should_skip(fragment.key, fragment.offset, event_time):
             # Already in a finished session; it still moves stream time, as it did then.
@@ -166,6 +259,23 @@ class SessionEngine:
             self._tracker.session_opened(fragment.key, opener.offset, opener.stream_time_before)
         self._schedule(timeline)
         return self._advance(event_time)
+
+    def _bound_ignore_list(self) -> list[EngineOutput]:
+        """Close the oldest open sessions while the ignore list is over its budget."""
+        outputs: list[EngineOutput] = []
+        while self._tracker.ignore_bytes() > self._budget:
+            oldest = self._tracker.oldest_open()
+            if oldest is None:
+                break  # a parked record holds the safe offset; the next record decides it
+            first_offset, key = oldest
+            timeline = self._timelines[key]
+            segment = timeline.remove(first_offset)
+            if not timeline.segments:
+                del self._timelines[key]
+                self._scheduled.pop(key, None)  # its heap entries are now stale
+            self._truncated += 1
+            outputs.extend(self._finish(key, segment, truncated=True))
+        return outputs
 
     def _advance(self, event_time: int) -> list[EngineOutput]:
         if self._stream_time is None or event_time > self._stream_time:
@@ -207,7 +317,7 @@ class SessionEngine:
             self._scheduled[timeline.key] = deadline
             heapq.heappush(self._heap, (deadline, timeline.key))
 
-    def _finish(self, key: str, segment: Segment) -> list[EngineOutput]:
+    def _finish(self, key: str, segment: Segment, *, truncated: bool = False) -> list[EngineOutput]:
         members = segment.members
         tail = members[-1]
         self._tracker.session_finished(
@@ -216,8 +326,8 @@ class SessionEngine:
         )
         ident = session_id(self.stream, segment.first_offset, key)
         try:
-            result = _fold(self.processor, key, members)
-        except _HookFailed as failed:
+            result = hooks.fold(self.processor, key, members)
+        except hooks.HookFailed as failed:
             # All or nothing: the whole session goes to the dead letters, never a part.
             self._hook_failures += len(members)
             return [HookFailure(m.fragment, failed.hook, failed.error, ident) for m in members]
@@ -233,44 +343,25 @@ class SessionEngine:
                 last_ts=tail.timestamp_ms,
                 fragments=len(members),
                 result=result,
+                truncated=truncated,
             )
         ]
 
     def _hook_failed(self, fragment: Fragment, hook: str, exc: Exception) -> HookFailure:
         self._hook_failures += 1
-        return HookFailure(fragment, hook, _describe(exc))
+        return HookFailure(fragment, hook, hooks.describe(exc))
 
 
-class _HookFailed(Exception):
-    def __init__(self, hook: str, error: str) -> None:
-        super().__init__(f"{hook}: {error}")
-        self.hook = hook
-        self.error = error
-
-
-def _fold(processor: StreamProcessor, key: str, members: list[Member]) -> dict[str, Any]:
-    """Run open, update (every member) and close; raise `_HookFailed` naming the hook."""
-    hook = "open"
-    try:
-        session = processor.open(key, members[0].fragment.value)
-        hook = "update"
-        for member in members:
-            replacement = processor.update(session, member.fragment.value)
-            if replacement is not None:
-                session = replacement
-        hook = "close"
-        result = processor.close(key, session)
-    except Exception as exc:  # a user hook: any failure goes to the dead letters
-        raise _HookFailed(hook, _describe(exc)) from exc
-    if not isinstance(result, Mapping):
-        raise _HookFailed("close", f"close() must return a dict, got {type(result).__name__}")
-    return dict(result)
-
-
-def _event_time(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TypeError(f"timestamp() must return epoch milliseconds, got {value!r}")
-    return int(value)
+def _future(parked: _Parked, fragment: Fragment, refuted_by: int, lead_ms: int) -> FutureFragment:
+    before = parked.stream_time_ms
+    reason = (
+        f"future: event time {parked.event_time_ms} was more than the max_lead of {lead_ms} ms "
+        f"ahead of stream time {'(none yet)' if before is None else before}, and the next "
+        f"record's event time {refuted_by} is {parked.event_time_ms - refuted_by} ms behind it"
+    )
+    # A stream with no time yet is measured against the record that refuted it.
+    reference = before if before is not None else refuted_by
+    return FutureFragment(fragment, parked.event_time_ms, reference, reason)
 
 
 def _late(fragment: Fragment, event_time: int, stream_time: int, grace_ms: int) -> LateFragment:
@@ -280,7 +371,3 @@ def _late(fragment: Fragment, event_time: int, stream_time: int, grace_ms: int) 
         f"more than the grace of {grace_ms} ms"
     )
     return LateFragment(fragment, event_time, stream_time, reason)
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

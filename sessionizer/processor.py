@@ -21,14 +21,18 @@ class StreamProcessor(ABC):
 
     - ``timeout``: inactivity gap that ends a session (default 30 minutes);
     - ``grace``: how far behind stream time a fragment may arrive (default 0);
-    - ``max_session_duration``: split sessions longer than this (default None).
+    - ``max_session_duration``: split sessions longer than this (default 24 hours;
+      None: never split);
+    - ``max_lead``: how far ahead of stream time a record may jump without a second
+      record to confirm it (default 1 day; None: any jump is taken at once).
 
     Each hook receives the fragment's decoded fields (a dict).  Call order:
 
     1. On arrival, in offset order, for every fragment:
-       ``timestamp(fragment, record_timestamp_ms)`` gives its event time (ms).
-    2. Then, unless the fragment is late or skipped on resume:
-       ``is_end(fragment)`` says whether it ends its session.
+       ``timestamp(fragment, record_timestamp_ms)`` gives its event time (ms; a
+       finite number within ``framework.limits``' range, else a dead letter).
+    2. Then, unless the fragment is late, refuted as dated too far ahead, or skipped
+       on resume: ``is_end(fragment)`` says whether it ends its session.
     3. Once a session can no longer change (see docs/sessions.md), in one go and in
        event-time order: ``open(key, first_fragment)`` returns the session object;
        ``update(session, fragment)`` is called for *every* fragment, the first one
@@ -42,7 +46,8 @@ class StreamProcessor(ABC):
 
     timeout: float = 30 * 60
     grace: float = 0
-    max_session_duration: float | None = None
+    max_session_duration: float | None = 24 * 60 * 60
+    max_lead: float | None = 24 * 60 * 60
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -76,6 +81,7 @@ class Timing:
     timeout_ms: int
     grace_ms: int
     max_duration_ms: int | None
+    max_lead_ms: int | None = None
 
     @classmethod
     def of(cls, processor: StreamProcessor | type[StreamProcessor]) -> Timing:
@@ -83,10 +89,14 @@ class Timing:
         owner = processor.__name__ if isinstance(processor, type) else type(processor).__name__
         timeout = _to_ms(owner, "timeout", processor.timeout, allow_zero=False)
         grace = _to_ms(owner, "grace", processor.grace, allow_zero=True)
-        maximum = processor.max_session_duration
-        if maximum is None:
-            return cls(timeout, grace, None)
-        return cls(timeout, grace, _to_ms(owner, "max_session_duration", maximum, allow_zero=False))
+        maximum = _optional_ms(owner, "max_session_duration", processor.max_session_duration)
+        lead = _optional_ms(owner, "max_lead", processor.max_lead)
+        return cls(timeout, grace, maximum, lead)
+
+
+def _optional_ms(owner: str, name: str, seconds: object) -> int | None:
+    """Validate a positive number of seconds that may be None (the feature is off)."""
+    return None if seconds is None else _to_ms(owner, name, seconds, allow_zero=False)
 
 
 def _to_ms(owner: str, name: str, seconds: object, *, allow_zero: bool) -> int:

@@ -1,9 +1,11 @@
 """What the session engine consumes (`Fragment`, `Watermark`) and what it emits.
 
-The engine emits `FinishedSession` for every finished session, `LateFragment`
-for a fragment that arrived later than the processor's grace, and
+The engine emits `FinishedSession` for every finished session (`truncated` if
+the engine closed it early to bound the stored state), `LateFragment` for a
+fragment that arrived later than the processor's grace, `FutureFragment` (a
+`LateFragment`) for one dated implausibly far ahead of its stream, and
 `HookFailure` for a fragment that a processor hook failed on; the node sends
-the last two to the dead-letter topic, so nothing read is ever silently lost.
+all but the first to the dead-letter topic, so nothing read is ever silently lost.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ __all__ = [
     "EngineOutput",
     "FinishedSession",
     "Fragment",
+    "FutureFragment",
     "HookFailure",
     "LateFragment",
     "Record",
@@ -70,11 +73,12 @@ class FinishedSession:
     last_ts: int
     fragments: int
     result: dict[str, Any]
+    truncated: bool = False
+    """Closed early to keep the stream's stored state bounded (see docs/sessions.md)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return one flat dict: the result's fields, then the fixed fields (which win)."""
-        return {
-            **self.result,
+        fixed = {
             "session_id": self.session_id,
             "key": self.key,
             "stream": self.stream,
@@ -84,6 +88,9 @@ class FinishedSession:
             "last_ts": self.last_ts,
             "fragments": self.fragments,
         }
+        if self.truncated:  # only then: ordinary sessions keep their exact JSON
+            fixed["truncated"] = True
+        return {**self.result, **fixed}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,15 @@ class LateFragment:
 
 
 @dataclass(frozen=True, slots=True)
+class FutureFragment(LateFragment):
+    """A fragment dated more than `max_lead` ahead of its stream that the next record refuted.
+
+    A `LateFragment` subclass, so a consumer that knows only late fragments still
+    dead-letters it; `reason` starts with "future:".
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class HookFailure:
     """A fragment that a processor hook raised on (`session_id` set if a session was lost)."""
 
@@ -106,4 +122,4 @@ class HookFailure:
     session_id: str | None = None
 
 
-EngineOutput: TypeAlias = FinishedSession | LateFragment | HookFailure
+EngineOutput: TypeAlias = FinishedSession | LateFragment | FutureFragment | HookFailure

@@ -131,6 +131,14 @@ class KeyTimeline:
         final, self.segments = self.segments[:count], self.segments[count:]
         return final
 
+    def remove(self, first_offset: int) -> Segment:
+        """Remove and return the open session whose first offset is `first_offset` (truncation)."""
+        # The others keep their members and boundaries; their deadlines still never decrease.
+        for index, segment in enumerate(self.segments):
+            if segment.first_offset == first_offset:
+                return self.segments.pop(index)
+        raise KeyError(f"key {self.key!r}: no open session starts at offset {first_offset}")
+
     def pop_all(self) -> list[Segment]:
         """Remove and return every open session (end of input)."""
         final, self.segments = self.segments, []

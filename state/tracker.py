@@ -10,20 +10,48 @@ A replay from `safe_offset` meets again every fragment of the sessions in the
 ignore list that lies at or after the safe offset; it skips exactly those (by
 key, event-time span and offset), so a new session of the same key is never
 skipped.  Pure bookkeeping: no I/O, no clock.
+
+Besides open sessions, a record the engine has *parked* (dated too far ahead,
+waiting for the next record to confirm it) holds the safe offset back: a replay
+must meet it again to decide about it the same way.
+
+`ignore_bytes()` is an upper bound of the encoded ignore list that depends only on
+what was read, never on when commits happened: the engine compares it with
+`IGNORE_LIST_BUDGET_BYTES` after every record.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from state.record import IgnoreEntry
 
-__all__ = ["SafeOffsetTracker"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "IGNORE_LIST_BUDGET_BYTES", "SafeOffsetTracker", "entry_bytes"]
+
+IGNORE_LIST_BUDGET_BYTES: Final = 512 * 1024
+"""Largest encoded ignore list the engine lets a stream reach (uncompressed, msgpack).
+
+Half of `state.record.DEFAULT_LIMIT_BYTES` (1,000,000) and then some: the rest of the
+record (names, offsets, the small user blob) fits in what is left, even uncompressed.
+"""
+ENTRY_OVERHEAD_BYTES: Final = 40
+"""Most msgpack bytes an ignore entry takes besides its key's UTF-8 bytes.
+
+A 5-element array header (1), a str header (at most 3 for keys up to 64 KiB) and four
+integers of at most 9 bytes each.
+"""
 
 # Finished entries are pruned lazily, when their number has doubled since the last
 # prune (plus this slack), so pruning costs O(1) amortized per finished session.
 _PRUNE_SLACK = 1024
+
+
+def entry_bytes(entry: IgnoreEntry) -> int:
+    """Return an upper bound of the msgpack bytes one ignore entry takes."""
+    return len(entry.key.encode("utf-8")) + ENTRY_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +73,15 @@ class SafeOffsetTracker:
         self._next_offset = next_offset
         self._stream_time_ms = stream_time_ms
         self._open: dict[int, _OpenSession] = {}
+        # Parked records: offset -> stream time when they were read.
+        self._held: dict[int, int | None] = {}
+        # Min-heap of the offsets in `_open` and `_held`, with lazy deletion (an offset
+        # counts while it is in one of them), so the safe offset is cheap per record.
+        self._holders: list[int] = []
+        # Min-heap of (last_offset, bytes) of every finished entry not yet below the
+        # safe offset, and their sum: `ignore_bytes()`.
+        self._entry_heap: list[tuple[int, int]] = []
+        self._entry_bytes = 0
         self._finished: dict[str, list[IgnoreEntry]] = {}
         self._finished_count = 0
         # Only the resumed ignore list can match a fragment still to come: a session
@@ -68,15 +105,38 @@ class SafeOffsetTracker:
 
     @property
     def safe_offset(self) -> int:
-        """Smallest first offset of the open sessions, else the next offset."""
-        return min(self._open) if self._open else self._next_offset
+        """Smallest first offset of the open sessions and parked records, else the next offset."""
+        holder = self._oldest_holder()
+        return self._next_offset if holder is None else holder
 
     @property
     def stream_time_at_safe_offset(self) -> int | None:
         """Stream time just before the record at the safe offset was processed."""
-        if not self._open:
+        holder = self._oldest_holder()
+        if holder is None:
             return self._stream_time_ms
-        return self._open[min(self._open)].stream_time_before
+        if holder in self._open:
+            return self._open[holder].stream_time_before
+        return self._held[holder]
+
+    def oldest_open(self) -> tuple[int, str] | None:
+        """Return (first offset, key) of the open session at the safe offset, if one is there."""
+        holder = self._oldest_holder()
+        if holder is None or holder not in self._open:
+            return None  # nothing open, or a parked record holds the safe offset
+        return holder, self._open[holder].key
+
+    def ignore_bytes(self) -> int:
+        """Return an upper bound of the encoded ignore list (entries at or after the safe offset).
+
+        Exactly the sum of `entry_bytes` over the finished sessions with `last_offset >=
+        safe_offset`: a function of the records read so far, whatever was committed.
+        """
+        safe = self.safe_offset
+        heap = self._entry_heap
+        while heap and heap[0][0] < safe:
+            self._entry_bytes -= heapq.heappop(heap)[1]
+        return self._entry_bytes
 
     def advance(self, next_offset: int, stream_time_ms: int | None) -> None:
         """Record that every record before `next_offset` has been processed."""
@@ -86,10 +146,20 @@ class SafeOffsetTracker:
     def session_opened(self, key: str, first_offset: int, stream_time_before: int | None) -> None:
         """Register an open session whose earliest-read fragment is at `first_offset`."""
         self._open[first_offset] = _OpenSession(key, stream_time_before)
+        self._push_holder(first_offset)
 
     def session_dropped(self, first_offset: int) -> None:
         """Forget an open session that was merged or re-split (its fragments live on)."""
         del self._open[first_offset]
+
+    def hold(self, offset: int, stream_time_before: int | None) -> None:
+        """Hold the safe offset at a parked record (read when stream time was as given)."""
+        self._held[offset] = stream_time_before
+        self._push_holder(offset)
+
+    def release(self, offset: int) -> None:
+        """Stop holding the safe offset at a parked record: it was applied or rejected."""
+        del self._held[offset]
 
     def session_finished(self, first_offset: int, entry: IgnoreEntry) -> None:
         """Move the open session at `first_offset` to the finished ones."""
@@ -120,6 +190,21 @@ class SafeOffsetTracker:
     def _add_finished(self, entry: IgnoreEntry) -> None:
         self._finished.setdefault(entry.key, []).append(entry)
         self._finished_count += 1
+        size = entry_bytes(entry)
+        heapq.heappush(self._entry_heap, (entry.last_offset, size))
+        self._entry_bytes += size
+
+    def _push_holder(self, offset: int) -> None:
+        heapq.heappush(self._holders, offset)
+        # Re-splits push an offset again and again; rebuild before stale ones pile up.
+        if len(self._holders) > 2 * (len(self._open) + len(self._held)) + _PRUNE_SLACK:
+            self._holders = sorted({*self._open, *self._held})
+
+    def _oldest_holder(self) -> int | None:
+        heap = self._holders
+        while heap and heap[0] not in self._open and heap[0] not in self._held:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
 
 
 def _entries_from(groups: dict[str, list[IgnoreEntry]], safe: int) -> dict[str, list[IgnoreEntry]]:

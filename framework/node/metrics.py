@@ -56,6 +56,8 @@ _COUNTERS = (
     ("fragments_consumed", "Fragments read from the streams", "fragments"),
     ("sessions_emitted", "Finished sessions handed to the sink", "sessions"),
     ("late_fragments", "Fragments later than the processor's grace", "late"),
+    ("future_records", "Records refused as dated too far ahead of stream time", "future"),
+    ("truncated_sessions", "Sessions closed early to keep the stream's state small", "truncated"),
     (
         "skipped_by_ignore_list",
         "Fragments skipped on resume (already in a session)",

@@ -56,7 +56,9 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
     client_id = f"{connection.app}-{config.node_id}"
     with ExitStack() as stack:
         client = stack.enter_context(
-            zookeeper_client(connection.zk, session_timeout=config.session_timeout)
+            zookeeper_client(
+                connection.zk, auth=connection.zk_auth, session_timeout=config.session_timeout
+            )
         )
         store = FencedStateStore(ZooKeeperRecords(client, connection.paths.stream_states))
         source = _kafka(config, lambda: _source(config, client_id))
@@ -69,6 +71,7 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             consumer_id=config.node_id,
             namespace=connection.namespace,
             session_timeout=config.session_timeout,
+            zk_auth=connection.zk_auth,
         )
 
         def coordinator(listener: BalancerListener) -> Coordinator:

@@ -16,7 +16,16 @@ from sessionizer.engine import EngineCounters
 
 __all__ = ["NodeStats", "metrics_snapshot"]
 
-_SUMMED = ("fragments", "sessions", "skipped_by_ignore_list", "late", "hook_failures")
+_SUMMED = (
+    "fragments",
+    "sessions",
+    "skipped_by_ignore_list",
+    "late",
+    "future",
+    "truncated",
+    "invalid_watermarks",
+    "hook_failures",
+)
 
 
 @dataclass

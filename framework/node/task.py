@@ -12,7 +12,14 @@ from router.wire import Watermark as WireWatermark
 from router.wire import decode_record, encode_fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
-from sessionizer.records import FinishedSession, Fragment, HookFailure, LateFragment, Watermark
+from sessionizer.records import (
+    FinishedSession,
+    Fragment,
+    FutureFragment,
+    HookFailure,
+    LateFragment,
+    Watermark,
+)
 from sessionizer.sinks import DeadLetter
 from state.record import StreamState
 
@@ -119,6 +126,8 @@ class StreamTask:
         key, value = encode_fragment(
             ParsedFragment(fragment.key, fragment.timestamp_ms, fragment.value)
         )
+        if isinstance(out, FutureFragment):
+            return DeadLetter(self.stream, fragment.offset, "future", out.reason, key, value)
         if isinstance(out, LateFragment):
             error = (
                 f"late by {out.stream_time_ms - out.event_time_ms} ms behind stream time "

@@ -1,9 +1,10 @@
 """`SshConnections`: sshd connections, from auth-log fragments (format `sshd`).
 
 The key is `"<host>:<sshd pid>"` (set by the router).  A connection ends at a
-"Disconnected from" or "Connection closed by" line, or after 10 minutes of
-silence.  Result fields: host, pid, user, ip, outcome ("accepted", "failed" or
-"no-auth"), failures (failed authentication attempts), lines, disconnected.
+"Disconnected from" or "Connection closed by" line, after 10 minutes of
+silence, or 24 hours after it began.  Result fields: host, pid, user, ip,
+outcome ("accepted", "failed" or "no-auth"), failures (failed authentication
+attempts), lines, disconnected.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class SshConnections(StreamProcessor):
     """One sshd connection: who tried, from where, and whether they got in."""
 
     timeout = 10 * 60
+    max_session_duration = 24 * 60 * 60  # a day-long connection is split daily
 
     def is_end(self, fragment: Mapping[str, Any]) -> bool:
         """Return True for the line that closes a connection."""

@@ -1,7 +1,8 @@
 """`WebSessions`: visits to a web site, from Apache access-log fragments (format `apache`).
 
 The key is `"<client ip>|<user agent>"` (set by the router).  A visit ends after
-30 minutes without a request; requests may arrive up to 2 minutes late.
+30 minutes without a request, or 24 hours after it began; requests may arrive up
+to 2 minutes late.
 Result fields: ip, site (the referrer host the visit came from, "-" if none),
 landing_page, exit_page, pages (successful non-asset requests), requests, bytes,
 errors (status >= 400) and bounce (at most one page).
@@ -44,6 +45,7 @@ class WebSessions(StreamProcessor):
 
     timeout = 30 * 60
     grace = 2 * 60
+    max_session_duration = 24 * 60 * 60  # a feed poller never times out: split it daily
 
     def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
         """Start a visit; its site is where its first request was referred from."""

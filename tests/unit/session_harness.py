@@ -20,8 +20,10 @@ from sessionizer import (
     Watermark,
 )
 from state import StreamState
+from state.tracker import IGNORE_LIST_BUDGET_BYTES
 
 __all__ = [
+    "DAY_MS",
     "CrashRun",
     "Recorder",
     "batch_identity",
@@ -34,15 +36,24 @@ __all__ = [
 ]
 
 Identity = tuple[str, str, int, int, int, int, int, tuple[int, ...]]
+DAY_MS = 24 * 3600 * 1000
+"""`StreamProcessor.max_lead`'s default, in ms."""
 
 
 class Recorder(StreamProcessor):
     """Collects the offsets (field "o") its fragments reach update() with, in call order."""
 
-    def __init__(self, timeout_ms: int, grace_ms: int = 0, max_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        timeout_ms: int,
+        grace_ms: int = 0,
+        max_ms: int | None = None,
+        lead_ms: int | None = DAY_MS,
+    ) -> None:
         self.timeout = timeout_ms / 1000
         self.grace = grace_ms / 1000
         self.max_session_duration = None if max_ms is None else max_ms / 1000
+        self.max_lead = None if lead_ms is None else lead_ms / 1000
 
     def is_end(self, fragment: Mapping[str, Any]) -> bool:
         return bool(fragment.get("end"))
@@ -91,10 +102,14 @@ def batch_identity(session: BatchSession, stream: str) -> Identity:
 
 
 def run_uninterrupted(
-    stream: str, records: Iterable[Record], processor: StreamProcessor
+    stream: str,
+    records: Iterable[Record],
+    processor: StreamProcessor,
+    *,
+    ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
 ) -> tuple[list[FinishedSession], list[LateFragment], SessionEngine]:
-    """Run one engine over all records; return its sessions, late fragments and itself."""
-    engine = SessionEngine(stream, processor)
+    """Run one engine over all records; return its sessions, late (and future) fragments, itself."""
+    engine = SessionEngine(stream, processor, ignore_budget_bytes=ignore_budget_bytes)
     sessions: list[FinishedSession] = []
     late: list[LateFragment] = []
     for record in records:
@@ -128,6 +143,7 @@ def run_with_crashes(
     crashes: int,
     choose: Callable[[int, int], int],
     min_commit_every: int = 1,
+    ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
 ) -> CrashRun:
     """Run owners one after another; each crashes after a chosen record, the last one finishes.
 
@@ -140,7 +156,9 @@ def run_with_crashes(
     run = CrashRun()
     for life in range(crashes + 1):
         state = StreamState.decode(stored, stream=stream)
-        engine = SessionEngine(stream, make_processor(), resume=state)
+        engine = SessionEngine(
+            stream, make_processor(), resume=state, ignore_budget_bytes=ignore_budget_bytes
+        )
         start = next((i for i, off in enumerate(offsets) if off >= state.safe_offset), len(records))
         run.resumed_at.append(start)
         final = life == crashes

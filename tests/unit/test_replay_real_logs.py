@@ -95,7 +95,9 @@ def test_sessions_equal_the_batch_definition(case: str) -> None:
     assert late == []  # the logs are never more than a minute out of order
     fragments = [r for r in records if isinstance(r, Fragment)]
     timing = engine.timing
-    expected = batch_sessions(fragments, timing.timeout_ms, processor.is_end)
+    expected = batch_sessions(
+        fragments, timing.timeout_ms, processor.is_end, max_duration_ms=timing.max_duration_ms
+    )
     assert sorted(identity(s) for s in sessions) == sorted(
         batch_identity(b, STREAM) for b in expected
     )

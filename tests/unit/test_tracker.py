@@ -1,8 +1,14 @@
-"""SafeOffsetTracker: the thesis's Figure 4.3, the exact ignore test, pruning."""
+"""SafeOffsetTracker: Figure 4.3, the exact ignore test, pruning, parked records, the size bound."""
 
 from __future__ import annotations
 
+import msgpack
+from hypothesis import given
+from hypothesis import strategies as st
+
+from framework.limits import MAX_KEY_BYTES
 from state import IgnoreEntry, SafeOffsetTracker
+from state.tracker import ENTRY_OVERHEAD_BYTES, entry_bytes
 
 # Figure 4.3 of the thesis (section 4.3.1), read in offset order: "+" opens a session,
 # "*" is its final fragment.  The figure itself is not in the text; this layout is the
@@ -96,3 +102,48 @@ def test_ignore_list_drops_sessions_wholly_before_the_safe_offset() -> None:
     tracker.advance(7, stream_time_ms=9)
     assert [e.key for e in tracker.ignore_list()] == ["later"]
     assert not tracker.should_skip("done", 2, 4)
+
+
+def test_a_parked_record_holds_the_safe_offset_like_an_open_session() -> None:
+    tracker = SafeOffsetTracker(next_offset=3, stream_time_ms=40)
+    tracker.hold(3, stream_time_before=40)
+    tracker.advance(6, stream_time_ms=40)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (3, 40)
+    assert tracker.open_sessions == 0 and tracker.oldest_open() is None
+    tracker.session_opened("a", 5, stream_time_before=40)
+    assert tracker.oldest_open() is None  # the parked record is older
+    tracker.release(3)
+    assert (tracker.safe_offset, tracker.oldest_open()) == (5, (5, "a"))
+    tracker.session_dropped(5)
+    assert (tracker.safe_offset, tracker.oldest_open()) == (6, None)
+
+
+def test_ignore_bytes_counts_exactly_the_entries_at_or_after_the_safe_offset() -> None:
+    tracker = SafeOffsetTracker()
+    tracker.session_opened("long", 0, stream_time_before=None)
+    tracker.session_opened("x", 2, stream_time_before=None)
+    for offset, key in [(1, "s1"), (3, "s22"), (4, "s333")]:
+        tracker.session_opened(key, offset, stream_time_before=None)
+        tracker.session_finished(offset, IgnoreEntry(key, offset, offset, offset, offset))
+    tracker.advance(5, stream_time_ms=4)
+    assert tracker.ignore_bytes() == 2 + 3 + 4 + 3 * ENTRY_OVERHEAD_BYTES
+    tracker.ignore_list()  # pruning (as at a commit) changes nothing
+    assert tracker.ignore_bytes() == 2 + 3 + 4 + 3 * ENTRY_OVERHEAD_BYTES
+    tracker.session_finished(0, IgnoreEntry("long", 0, 0, 0, 0))  # "x" holds it now, at 2
+    assert tracker.ignore_bytes() == 3 + 4 + 2 * ENTRY_OVERHEAD_BYTES
+
+
+def test_the_resumed_ignore_list_counts_too() -> None:
+    entries = [IgnoreEntry("ключ", 10, 20, 7, 7), IgnoreEntry("k", 10, 20, 9, 9)]
+    tracker = SafeOffsetTracker(next_offset=5, ignore=entries)
+    assert tracker.ignore_bytes() == sum(entry_bytes(e) for e in entries)
+    assert entry_bytes(entries[0]) == len("ключ".encode()) + ENTRY_OVERHEAD_BYTES
+
+
+@given(
+    st.text(max_size=MAX_KEY_BYTES // 4),
+    st.lists(st.integers(-(2**63), 2**64 - 1), min_size=4, max_size=4),
+)
+def test_entry_bytes_bounds_the_encoded_entry(key: str, numbers: list[int]) -> None:
+    entry = IgnoreEntry(key, *numbers)
+    assert len(msgpack.packb(entry.to_list(), use_bin_type=True)) <= entry_bytes(entry)

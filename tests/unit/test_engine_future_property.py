@@ -1,0 +1,194 @@
+"""The far-future policy and truncation, by property over random streams with outliers.
+
+(a) With a few records dated far ahead (fragments and watermarks) and a few genuine
+    gaps, the engine rejects exactly what a plain model of the documented policy
+    rejects, and its sessions equal the batch definition of the fragments it neither
+    rejected nor found late.
+(b) Crashing anywhere, with the last commit anywhere before, and resuming a fresh
+    engine from the stored bytes gives exactly the uninterrupted run's output:
+    sessions (truncated ones included, with a small ignore-list budget) and dead
+    letters alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from sessionizer import (
+    EngineOutput,
+    FinishedSession,
+    Fragment,
+    LateFragment,
+    Record,
+    SessionEngine,
+    Watermark,
+    batch_sessions,
+)
+from sessionizer.records import FutureFragment
+from state.tracker import IGNORE_LIST_BUDGET_BYTES
+from tests.unit.session_harness import Recorder, batch_identity, frag, identity, run_with_crashes
+
+STREAM = "app.stream.0009"
+
+# (clock advance, offset step, key, lag behind the clock, kind): kind 0 = watermark,
+# 1-2 = END fragment, 3-10 = fragment, 11 = far-future fragment, 12 = far-future
+# watermark, 13 = a genuine gap (the clock jumps past max_lead) before a fragment.
+_STEP = st.tuples(
+    st.integers(0, 3),
+    st.integers(1, 3),
+    st.integers(0, 2),
+    st.integers(0, 10),
+    st.integers(0, 13),
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A stream with outliers and the processor settings to sessionize it with."""
+
+    timeout_ms: int
+    grace_ms: int
+    max_ms: int | None
+    lead_ms: int
+    records: tuple[Record, ...]
+
+    def processor(self) -> Recorder:
+        """Return a fresh recording processor with these settings."""
+        return Recorder(self.timeout_ms, self.grace_ms, self.max_ms, self.lead_ms)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, *, ends_input: bool | None = None) -> Scenario:
+    """Draw a stream; fragments may be late, a few are dated far ahead."""
+    timeout, grace = draw(st.integers(1, 6)), draw(st.integers(0, 4))
+    max_ms = draw(st.none() | st.integers(3, 20))
+    lead = draw(st.integers(5, 30))
+    clock, offset = 1_000, 0
+    records: list[Record] = []
+    length = draw(st.integers(0, 60))
+    for advance, step, key, lag, kind in draw(st.lists(_STEP, min_size=length, max_size=length)):
+        clock += advance
+        ts = clock - lag % (grace + 3)  # now and then late, mostly not
+        if kind == 13:
+            clock += lead + 1 + lag
+            ts = clock
+        elif kind in (11, 12):
+            ts = clock + lead + 1 + draw(st.integers(0, 1_000), label="ahead")
+        if kind in (0, 12):
+            records.append(Watermark(offset, ts))
+        else:
+            records.append(frag(offset, f"k{key}", ts, end=kind <= 2))
+        offset += step
+    if ends_input if ends_input is not None else draw(st.booleans()):
+        end = clock + draw(st.sampled_from([0, 0, lead + 1]), label="end ahead")
+        records.append(Watermark(offset, end, end_of_input=True))
+    return Scenario(timeout, grace, max_ms, lead, tuple(records))
+
+
+@dataclass
+class Verdicts:
+    """What the model of the policy says about a stream."""
+
+    late: set[int]
+    future: set[int]
+    rejected: int
+    """Records the policy rejected: fragments, watermarks, and far end-of-input times."""
+
+
+def model(scenario: Scenario) -> Verdicts:
+    """The documented policy, written as plainly as possible (no sessions, only times)."""
+    verdicts = Verdicts(set(), set(), 0)
+    stream_time: int | None = None
+    parked: Record | None = None
+
+    def apply(record: Record) -> None:
+        nonlocal stream_time
+        ts = record.timestamp_ms
+        if stream_time is not None and ts < stream_time - scenario.grace_ms:
+            if isinstance(record, Fragment):
+                verdicts.late.add(record.offset)
+            return
+        stream_time = ts if stream_time is None else max(stream_time, ts)
+
+    for record in scenario.records:
+        ts = record.timestamp_ms
+        if parked is not None:
+            if parked.timestamp_ms - ts <= scenario.lead_ms:
+                apply(parked)  # confirmed: the next record is not far behind it
+            else:
+                verdicts.rejected += 1
+                if isinstance(parked, Fragment):
+                    verdicts.future.add(parked.offset)
+            parked = None
+        ahead = stream_time is not None and ts - stream_time > scenario.lead_ms
+        if isinstance(record, Watermark) and record.end_of_input:
+            if ahead:
+                verdicts.rejected += 1
+            else:
+                apply(record)
+        elif ahead:
+            parked = record
+        else:
+            apply(record)
+    return verdicts
+
+
+def _dead_letters(outputs: Iterable[EngineOutput]) -> set[tuple[str, int]]:
+    return {(type(o).__name__, o.fragment.offset) for o in outputs if isinstance(o, LateFragment)}
+
+
+@settings(max_examples=600, deadline=None)
+@given(scenarios(ends_input=True))
+def test_rejections_follow_the_policy_and_the_rest_equals_the_batch_definition(
+    scenario: Scenario,
+) -> None:
+    engine = SessionEngine(STREAM, scenario.processor())
+    outputs = [o for r in scenario.records for o in engine.process(r)]
+    verdicts = model(scenario)
+    future = {o.fragment.offset for o in outputs if isinstance(o, FutureFragment)}
+    late = {o.fragment.offset for o in outputs if type(o) is LateFragment}
+    assert (future, late) == (verdicts.future, verdicts.late)
+    assert engine.counters.future == verdicts.rejected
+    kept = [
+        r
+        for r in scenario.records
+        if isinstance(r, Fragment) and r.offset not in verdicts.future | verdicts.late
+    ]
+    batch = batch_sessions(
+        kept, scenario.timeout_ms, scenario.processor().is_end, max_duration_ms=scenario.max_ms
+    )
+    sessions = [identity(o) for o in outputs if isinstance(o, FinishedSession)]
+    assert sorted(sessions) == sorted(batch_identity(b, STREAM) for b in batch)
+    assert engine.counters.open_sessions == 0 and engine.counters.truncated == 0
+    event(f"rejected: {min(verdicts.rejected, 2)}, future fragments: {min(len(future), 2)}")
+
+
+@settings(max_examples=800, deadline=None)
+@given(scenarios(), st.sampled_from([IGNORE_LIST_BUDGET_BYTES, 41, 90]), st.data())
+def test_crash_and_resume_gives_exactly_the_uninterrupted_output(
+    scenario: Scenario, budget: int, data: st.DataObject
+) -> None:
+    engine = SessionEngine(STREAM, scenario.processor(), ignore_budget_bytes=budget)
+    uninterrupted = [o for r in scenario.records for o in engine.process(r)]
+    run = run_with_crashes(
+        STREAM,
+        scenario.records,
+        scenario.processor,
+        crashes=data.draw(st.integers(1, 3), label="crashes"),
+        choose=lambda lo, hi: data.draw(st.integers(lo, hi)),
+        ignore_budget_bytes=budget,
+    )
+    expected = {(identity(o), o.truncated) for o in uninterrupted if isinstance(o, FinishedSession)}
+    durable = [(identity(o), o.truncated) for o in run.committed if isinstance(o, FinishedSession)]
+    assert len(durable) == len(set(durable)), "a committed session was emitted again"
+    assert set(durable) == expected, "the durable output differs from the uninterrupted run"
+    at_risk = {(identity(o), o.truncated) for o in run.at_risk if isinstance(o, FinishedSession)}
+    assert at_risk <= expected, "a duplicate differs"
+    event(f"truncated: {min(engine.counters.truncated, 2)}, future: {engine.counters.future > 0}")
+    # Dead letters (late and future fragments) reach the output at least once, none invented.
+    assert _dead_letters(run.committed) == _dead_letters(uninterrupted)
+    assert _dead_letters(run.at_risk) <= _dead_letters(uninterrupted)
