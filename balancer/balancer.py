@@ -17,12 +17,12 @@ from types import MappingProxyType, TracebackType
 
 import structlog
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, KazooException
+from kazoo.exceptions import ConnectionLoss, KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch
 
-from balancer import plan
+from balancer import claims, plan
 from balancer.config import BalancerConfig, BalancerListener
 from balancer.errors import BalancerError, DuplicateConsumer
 from balancer.fencing import StreamLease
@@ -37,6 +37,7 @@ from balancer.machine import (
     StateMachine,
 )
 from balancer.quarantine import Outcome
+from framework.zookeeper import check_access, new_client, refused
 
 __all__ = ["Balancer"]
 
@@ -65,7 +66,9 @@ class Balancer:
     ) -> None:
         self.config = config
         self.paths = config.paths
-        self.client = client or KazooClient(hosts=config.zk_hosts, timeout=config.session_timeout)
+        self.client = client or new_client(
+            config.zk_hosts, auth=config.zk_auth, session_timeout=config.session_timeout
+        )
         self._own_client = client is None
         self._listener = listener
         self._held = Holdings(self.client, config, listener, cost=cost, rng=rng or random.Random())
@@ -111,20 +114,36 @@ class Balancer:
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
-        """Connect (if we own the client), create the layout, and start joining."""
+        """Connect (if we own the client), create the layout, check access, start joining.
+
+        Raises `framework.zookeeper.ZooKeeperAccessError` (a `ConfigError`) at once
+        if the app's znodes belong to another ZooKeeper identity (wrong or missing
+        --zk-auth), rather than retrying a join that can never succeed.
+        """
         self.client.add_listener(self._on_connection)
-        if self._own_client:
-            try:
-                self.client.start(timeout=self.config.session_timeout)
-            except KazooTimeoutError as exc:
-                raise BalancerError(
-                    f"node {self.config.consumer_id}: cannot reach ZooKeeper at "
-                    f"{self.config.zk_hosts}; check the address (--zk / SESSIONIZER_ZK)"
-                ) from exc
-        for path in self.paths.parents:
-            self.client.ensure_path(path)
+        self._connect()
+        try:
+            claims.ensure_layout(self.client, self.paths)
+            check_access(self.client, self.paths)
+        except BaseException:
+            self.client.remove_listener(self._on_connection)
+            if self._own_client:
+                self.client.stop()
+                self.client.close()
+            raise
         self._machine.to(S.JOINING)
         self._due = time.monotonic()
+
+    def _connect(self) -> None:
+        if not self._own_client:
+            return
+        try:
+            self.client.start(timeout=self.config.session_timeout)
+        except KazooTimeoutError as exc:
+            raise BalancerError(
+                f"node {self.config.consumer_id}: cannot reach ZooKeeper at "
+                f"{self.config.zk_hosts}; check the address (--zk / SESSIONIZER_ZK)"
+            ) from exc
 
     def __enter__(self) -> Balancer:
         self.start()
@@ -184,6 +203,8 @@ class Balancer:
         if self._due is not None and time.monotonic() >= self._due:
             try:
                 self._run_due()
+            except NoAuthError as exc:  # the app's ACL changed under us: retrying cannot help
+                raise refused(self.client, self.paths.root) from exc
             except _TRANSIENT as exc:
                 self._log.warning("zookeeper_error", state=str(self.state), error=repr(exc))
                 self._due = time.monotonic() + self.config.retry_delay

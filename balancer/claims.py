@@ -21,6 +21,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from balancer.fencing import StreamLease
 from balancer.paths import AppPaths
+from framework.zookeeper import ensure_app
 
 __all__ = [
     "claim_slot",
@@ -66,9 +67,12 @@ def member_info(capacity: int | None) -> dict[str, Any]:
 
 
 def ensure_layout(client: KazooClient, paths: AppPaths) -> None:
-    """Create the parent znodes the balancer uses, if missing."""
-    for path in paths.parents:
-        client.ensure_path(path)
+    """Create the parent znodes the balancer uses, if missing, with the client's ACL.
+
+    Raises `framework.zookeeper.ZooKeeperAccessError` if the app's znodes belong
+    to another identity (NoAuth).
+    """
+    ensure_app(client, paths, paths.parents)
 
 
 def delete_if_ours(client: KazooClient, path: str, session: int) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from balancer.fencing import StreamLease
 from balancer.paths import DEFAULT_NAMESPACE, AppPaths
+from framework.client_settings import parse_zk_auth
 from framework.errors import ConfigError
 
 __all__ = ["BalancerConfig", "BalancerListener", "NoopListener"]
@@ -32,6 +33,9 @@ class BalancerConfig:
     duplicate_timeout: float = 30.0
     # Informational (stored in the membership znode): reserved for load-based balancing.
     capacity: int | None = None
+    # `SCHEME:CREDENTIALS` (e.g. `digest:user:password`) for the client the balancer builds
+    # when given none; its znodes are then created with that identity's ACL only.
+    zk_auth: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.zk_hosts:
@@ -47,6 +51,8 @@ class BalancerConfig:
                 raise ConfigError(f"balancer {name} must be >= 0, got {getattr(self, name)}")
         if self.capacity is not None and self.capacity < 1:
             raise ConfigError(f"balancer capacity must be >= 1, got {self.capacity}")
+        if self.zk_auth is not None:
+            parse_zk_auth(self.zk_auth)
 
     @property
     def paths(self) -> AppPaths:

@@ -3,6 +3,10 @@
 The shape is the `status --json` contract (DESIGN section 11):
 `{"app", "consumers": [{"id", "streams"}], "streams": [{"name", "owner", ...}]}`;
 each stream row also has `"corrupt"`: the reason its state is quarantined, or None.
+`sessionizer status` adds a top-level `"auth"`: `"open"` for an app whose
+znodes anyone may read and write, else the scheme of the identity they belong
+to (`"digest"`), from the app root's ACL (`framework.zookeeper.root_acl_kind`);
+the table then says so on its second line (`auth_line`).
 The balancer knows members, claims and epochs only; the state columns
 (`safe_offset`, `committed_offset`, `end_offset`, `open_sessions`, `ignored`)
 come from a `StreamColumns` function the caller passes in, so this package
@@ -19,8 +23,9 @@ from kazoo.exceptions import NoNodeError
 
 from balancer import claims, quarantine
 from balancer.paths import AppPaths
+from framework.zookeeper import OPEN
 
-__all__ = ["StreamColumns", "format_table", "snapshot"]
+__all__ = ["StreamColumns", "auth_line", "format_table", "snapshot"]
 
 StreamColumns = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
 """Given stream names, return extra columns per stream name (merged into each row)."""
@@ -79,6 +84,7 @@ def format_table(status: Mapping[str, Any]) -> str:
     lines = [
         f"app {status['app']}: {len(status['consumers'])} consumers, "
         f"{len(streams)} streams ({counts})",
+        *([auth_line(status["app"], status["auth"])] if "auth" in status else []),
         "",
         f"{'CONSUMER':<24} {'STREAMS':>7}",
     ]
@@ -91,6 +97,13 @@ def format_table(status: Mapping[str, Any]) -> str:
         cells = "".join(f" {_cell(row.get(k)):>12}" for k in keys)
         lines.append(f"{row['name']:<{width}} {_owner(row):<24}{cells}")
     return "\n".join(lines + _corrupt_lines(corrupt))
+
+
+def auth_line(app: str, auth: str) -> str:
+    """Whether the app's znodes are protected, given the kind of the app root's ACL."""
+    if auth == OPEN:
+        return f"app {app}: znodes open to anyone (no --zk-auth when it was created)"
+    return f"app {app}: znodes protected ({auth}): only the --zk-auth identity that created them"
 
 
 def _owner(row: Mapping[str, Any]) -> str:

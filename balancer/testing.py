@@ -26,6 +26,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from balancer import claims
 from balancer.paths import AppPaths
+from framework.zookeeper import new_client
 
 __all__ = [
     "ClaimObserver",
@@ -131,19 +132,29 @@ class ProcessGroup:
 
     Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
     `<directory>/<name>.<n>.jsonl`; the child imports this repository's packages
-    however the parent was started.
+    however the parent was started, and gets `env` on top of the parent's
+    environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on the
+    command line, which anyone on the machine can read).
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.members: dict[str, MemberProcess] = {}
 
-    def spawn(self, name: str, command: list[str], *, log_stderr: bool = False) -> MemberProcess:
+    def spawn(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        log_stderr: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> MemberProcess:
         """Start `command` as member `name`."""
         log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
         with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
             stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
-            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=_child_env())
+            child_env = {**_child_env(), **(env or {})}
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=child_env)
         member = MemberProcess(name, process, log_path)
         self.members[name] = member
         return member
@@ -170,7 +181,11 @@ class ProcessGroup:
 
 
 class MemberGroup(ProcessGroup):
-    """`framework.member` processes of one app (the module is named, not imported)."""
+    """`framework.member` processes of one app (the module is named, not imported).
+
+    With `zk_auth` every member authenticates as that identity (through
+    `SESSIONIZER_ZK_AUTH` in its environment).
+    """
 
     def __init__(
         self,
@@ -180,12 +195,14 @@ class MemberGroup(ProcessGroup):
         *,
         session_timeout: float = 4.0,
         extra_args: Iterable[str] = (),
+        zk_auth: str | None = None,
     ) -> None:
         super().__init__(directory)
         self.zk_hosts = zk_hosts
         self.app = app
         self.session_timeout = session_timeout
         self.extra_args = list(extra_args)
+        self.zk_auth = zk_auth
 
     def start(self, node: str, *, drain: float | None = None) -> MemberProcess:
         """Spawn one member with id `node`."""
@@ -195,7 +212,8 @@ class MemberGroup(ProcessGroup):
         ]  # fmt: skip
         if drain is not None:
             command += ["--drain", str(drain)]
-        return self.spawn(node, command)
+        env = {} if self.zk_auth is None else {"SESSIONIZER_ZK_AUTH": self.zk_auth}
+        return self.spawn(node, command, env=env)
 
 
 def _child_env() -> dict[str, str]:
@@ -214,11 +232,15 @@ class ClaimObserver:
     Keeps every claims reading (`claims`, for `ownership_violations`) and
     records a violation whenever a stream's committed counter goes backwards:
     that is what a fenced-off owner writing over the new owner would look like.
-    Use as a context manager; `violations` is complete after exit.
+    Use as a context manager; `violations` is complete after exit.  `auth`
+    (`SCHEME:CREDENTIALS`) is needed to observe an app created with --zk-auth.
     """
 
-    def __init__(self, zk_hosts: str, paths: AppPaths, streams: list[str]) -> None:
+    def __init__(
+        self, zk_hosts: str, paths: AppPaths, streams: list[str], *, auth: str | None = None
+    ) -> None:
         self.zk_hosts = zk_hosts
+        self.auth = auth
         self.paths = paths
         self.streams = streams
         self.violations: list[str] = []
@@ -243,7 +265,7 @@ class ClaimObserver:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        client = KazooClient(hosts=self.zk_hosts, timeout=10.0)
+        client = new_client(self.zk_hosts, auth=self.auth, session_timeout=10.0)
         client.start(timeout=30)
         self._ready.set()
         try:

@@ -1,13 +1,15 @@
 """A runnable balancer member for tests and benchmarks.
 
-    python -m framework.member --zk HOSTS --app APP --id ID [--drain SECONDS]
+    python -m framework.member --zk HOSTS --app APP --id ID [--drain SECONDS] [--zk-auth S:C]
 
 Runs a `Balancer` from one loop, logs every assignment change as one JSON line
 on stdout (`event="assignment"`, `node`, `streams`), commits a small fake state
 (a counter, compact JSON `{"counter", "node"}`) to each held stream every
 `--commit-interval` seconds through `state.zookeeper_store.ZooKeeperRecords`,
 the one fenced writer of `stream_state/<stream>`, so fencing is exercised, and
-exits 0 on SIGTERM after releasing everything (or draining).
+exits 0 on SIGTERM after releasing everything (or draining).  With `--zk-auth`
+(env `SESSIONIZER_ZK_AUTH`) it authenticates as that identity and creates its
+znodes with that identity's ACL; refused access (NoAuth) exits 2 with one line.
 
 Its "decode" of a stream's state, on taking the stream: an empty record is a
 counter at 0; its own counter JSON resumes the counter; a `StreamState` record
@@ -38,6 +40,7 @@ from balancer.errors import MembershipLost, StreamFenced
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from balancer.paths import DEFAULT_NAMESPACE
+from framework.errors import ConfigError
 from state.errors import CommitUncertainError, CorruptStateError, FencedError, StateError
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
@@ -214,6 +217,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="app name [env: SESSIONIZER_APP] (default: sessionizer)",
     )
     parser.add_argument("--id", required=True, help="this member's consumer id")
+    parser.add_argument(
+        "--zk-auth",
+        metavar="SCHEME:CREDENTIALS",
+        default=os.environ.get("SESSIONIZER_ZK_AUTH") or None,
+        help="ZooKeeper authentication, e.g. digest:user:password [env: SESSIONIZER_ZK_AUTH]",
+    )
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     parser.add_argument(
         "--drain",
@@ -246,18 +255,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m framework.member`."""
     args = parse_args(argv)
     _configure_logging()
-    config = BalancerConfig(
-        zk_hosts=args.zk or "",
-        app=args.app,
-        consumer_id=args.id,
-        namespace=args.namespace,
-        session_timeout=args.session_timeout,
-        debounce=args.debounce,
-    )
-    member = Member(config, args.commit_interval)
-    signal.signal(signal.SIGTERM, member.stop)
-    signal.signal(signal.SIGINT, member.stop)
-    return member.run(args.drain)
+    try:
+        config = BalancerConfig(
+            zk_hosts=args.zk or "",
+            app=args.app,
+            consumer_id=args.id,
+            namespace=args.namespace,
+            session_timeout=args.session_timeout,
+            debounce=args.debounce,
+            zk_auth=args.zk_auth,
+        )
+        member = Member(config, args.commit_interval)
+        signal.signal(signal.SIGTERM, member.stop)
+        signal.signal(signal.SIGINT, member.stop)
+        return member.run(args.drain)
+    except ConfigError as exc:  # a wrong --zk, --app or --zk-auth: one line, no traceback
+        print(f"framework.member: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
 from framework.progress import end_offsets
-from framework.zookeeper import zookeeper_client
+from framework.zookeeper import app_client, ensure_app
 from router.provisioning import TopicPlan, create_stream_topics
 from router.registry import check_stream_count, register_streams
 from state.errors import FencedError
@@ -31,13 +31,16 @@ def provision_streams(connection: ConnectionConfig, count: int, replication: int
 
     The recorded count is checked before Kafka is touched, so a mismatch changes
     nothing; the registry is written last, so a node never sees a stream whose
-    topic does not exist.
+    topic does not exist.  With `connection.zk_auth` every znode created gets
+    that identity's ACL (`framework.zookeeper.app_acl`); an app protected by
+    another identity fails with `ZooKeeperAccessError` before Kafka is touched.
     """
     plan = TopicPlan(connection.app, count, replication)
     registry = connection.paths.active_streams
-    with zookeeper_client(connection.zk) as client:
+    with app_client(connection) as client:
         check_stream_count(client, registry, connection.app, count)
         created = create_stream_topics(connection.bootstrap, plan)
+        ensure_app(client, connection.paths)
         register_streams(client, registry, connection.app, plan.stream_topics())
     return len(created)
 
@@ -54,7 +57,7 @@ def reset_stream(connection: ConnectionConfig, stream: str, from_offset: int) ->
     if from_offset < 0:
         raise ConfigError(f"--from-offset must be >= 0, got {from_offset}")
     paths = connection.paths
-    with zookeeper_client(connection.zk) as client:
+    with app_client(connection) as client:
         _check_stream(client, paths, stream)
         _check_offset(connection, stream, from_offset)
         _write_fresh(client, paths, stream, from_offset)

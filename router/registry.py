@@ -3,7 +3,8 @@
 The count lives in the data of the `active_streams` znode itself, so the list
 of streams and their number change together in one transaction.  Callers pass
 that znode's path (`balancer.paths.AppPaths.active_streams`): the layout is
-defined in one place only.
+defined in one place only.  Every znode is created with the client's
+`default_acl` (with --zk-auth: that identity only, `framework.zookeeper.app_acl`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 
 from router.errors import ProvisioningError, StreamCountMismatch
 
@@ -46,6 +47,8 @@ def register_streams(client: KazooClient, parent: str, app: str, topics: Sequenc
         client.ensure_path(parent.rsplit("/", 1)[0])
         if recorded is None:
             _create_registry(client, parent, topics)
+    except NoAuthError:
+        raise  # the app's znodes belong to another identity: the caller says which --zk-auth
     except KazooException as exc:
         raise ProvisioningError(
             f"registering {len(topics)} streams of app {app!r} in ZooKeeper failed: {exc}"

@@ -1,7 +1,11 @@
 """`sessionizer status [--json] [--watch]`: who owns which stream, from ZooKeeper.
 
 Each stream row has `corrupt`: the reason its state is quarantined, or null;
-the table shows `corrupt` as the owner and lists the reasons below it.
+the table shows `corrupt` as the owner and lists the reasons below it. The
+top-level `auth` is `"open"` (the app was created without --zk-auth: anyone may
+read and write its znodes) or the scheme its znodes are protected with
+(`"digest"`), from the app root's ACL; the table says so on its second line.
+Without the credentials of a protected app, status fails with one line.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from balancer.status import StreamColumns, format_table, snapshot
 from framework.commands.options import connection_from_args
 from framework.errors import ConfigError
 from framework.progress import state_columns
-from framework.zookeeper import zookeeper_client
+from framework.zookeeper import app_client, root_acl_kind
 
 __all__ = ["add_parser", "run"]
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the status once, or keep redrawing it with --watch until Ctrl-C."""
     connection = connection_from_args(args)
     paths = connection.paths
-    with zookeeper_client(connection.zk) as client:
+    with app_client(connection) as client:
         columns = state_columns(client, connection)
         if client.exists(paths.root) is None:
             raise ConfigError(
@@ -73,7 +77,7 @@ def _show(
     as_json: bool,
     clear: bool,
 ) -> None:
-    status = snapshot(client, paths, columns=columns)
+    status = {**snapshot(client, paths, columns=columns), "auth": root_acl_kind(client, paths)}
     if as_json:
         print(json.dumps(status, sort_keys=True), flush=True)
     else:
