@@ -16,6 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from balancer.testing import MemberProcess, ProcessGroup, balanced
+from framework.cluster.netns import exec_prefix
 from framework.config import ConnectionConfig
 from framework.progress import end_offsets, read_states
 from framework.zookeeper import zookeeper_client
@@ -52,10 +53,14 @@ class NodeGroup(ProcessGroup):
         """The nodes started so far, by id."""
         return self.members
 
-    def start(self, node: str, *extra: str) -> MemberProcess:
-        """Spawn node `node` (extra CLI flags may follow)."""
+    def start(self, node: str, *extra: str, netns: str | None = None) -> MemberProcess:
+        """Spawn node `node` (extra CLI flags may follow), inside network namespace `netns`.
+
+        With `netns` the node runs as `ip netns exec NETNS sessionizer node ...`
+        (`ip` execs the node, so signals reach it directly).
+        """
         command = [
-            SESSIONIZER, "node", "--processor", self.processor, "--id", node,
+            *exec_prefix(netns), SESSIONIZER, "node", "--processor", self.processor, "--id", node,
             "--zk", self.connection.zk, "--bootstrap", self.connection.bootstrap,
             "--app", self.connection.app, "--session-timeout", str(self.session_timeout),
             *extra,

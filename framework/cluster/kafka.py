@@ -6,10 +6,15 @@ import base64
 import socket
 import subprocess
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from framework.errors import ClusterError
+
+if TYPE_CHECKING:
+    from framework.cluster.security import ClusterSecurity
 
 __all__ = ["KafkaNode", "broker_ids_serving", "new_cluster_id"]
 
@@ -34,12 +39,14 @@ def new_cluster_id() -> str:
 
 @dataclass(frozen=True)
 class KafkaNode:
-    """One combined broker+controller node: its id, ports and directory."""
+    """One combined broker+controller node: its id, ports, directory and address."""
 
     node_id: int
     port: int
     controller_port: int
     directory: Path
+    host: str = "127.0.0.1"  # both listeners bind it, and it is advertised
+    security: ClusterSecurity | None = None  # the client listener is then SASL_SSL (SCRAM)
 
     @property
     def name(self) -> str:
@@ -49,22 +56,22 @@ class KafkaNode:
     @property
     def address(self) -> str:
         """host:port of the PLAINTEXT listener."""
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def write_config(self, quorum: list[KafkaNode]) -> Path:
         """Write server.properties and the log4j2 config; return the properties path."""
         self.directory.mkdir(parents=True, exist_ok=True)
         replicas = min(3, len(quorum))
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in quorum)
+        voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in quorum)
         lines = [
             # Every node is broker and controller, so 3 nodes keep a controller
             # quorum when one of them is killed.
             "process.roles=broker,controller",
             f"node.id={self.node_id}",
             f"controller.quorum.voters={voters}",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            f"listeners=PLAINTEXT://{self.host}:{self.port},"
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+            f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name=PLAINTEXT",
@@ -83,8 +90,14 @@ class KafkaNode:
             "num.io.threads=2",
             "log.segment.bytes=67108864",
         ]
+        if self.security is not None:
+            lines = self.security.secure_server_properties(
+                lines, self.host, self.port, self.controller_port
+            )
         config = self.directory / "server.properties"
         config.write_text("\n".join(lines) + "\n")
+        if self.security is not None:
+            config.chmod(0o600)  # it holds the store passwords and the broker's SCRAM login
         (self.directory / "log4j2.properties").write_text(_LOG4J2)
         return config
 
@@ -112,6 +125,8 @@ class KafkaNode:
             f"--cluster-id={cluster_id}",
             "-c",
             str(self.directory / "server.properties"),
+            # SCRAM users must exist before the broker serves: created at format time.
+            *(self.security.scram_arguments() if self.security is not None else []),
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -138,10 +153,15 @@ def _listening(address: str) -> bool:
         return False
 
 
-def broker_ids_serving(bootstrap: str) -> set[int]:
-    """Ids of the brokers the cluster metadata reports as serving (empty on failure)."""
+def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = None) -> set[int]:
+    """Ids of the brokers the cluster metadata reports as serving (empty on failure).
+
+    `properties` are client properties (standard names) for a secured listener.
+    """
     from kafka import KafkaAdminClient  # imported late: slow, and only needed here
     from kafka.errors import KafkaError
+
+    from framework.kafka_settings import kafka_python_settings
 
     # A cheap TCP check first: kafka-python logs a warning per refused connection,
     # which would flood the output while a broker boots.
@@ -149,7 +169,10 @@ def broker_ids_serving(bootstrap: str) -> set[int]:
         return set()
     try:
         admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap, request_timeout_ms=5000, client_id="sessionizer-probe"
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=5000,
+            client_id="sessionizer-probe",
+            **kafka_python_settings(properties or {}, KafkaAdminClient.DEFAULT_CONFIG),
         )
     except (KafkaError, OSError, ValueError):
         return set()

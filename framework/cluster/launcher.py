@@ -1,7 +1,14 @@
-"""`LocalCluster`: real ZooKeeper and Kafka JVMs on free loopback ports, for dev and tests."""
+"""`LocalCluster`: real ZooKeeper and Kafka JVMs on free ports, for dev and tests.
+
+By default every server listens on the loopback interface of the current
+network namespace.  For partition tests the servers can listen on other
+addresses and run inside a named network namespace (`host`, `kafka_host`,
+`netns`; see `framework.cluster.netns`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +20,7 @@ import structlog
 
 from framework.cluster.artifacts import Artifacts, resolve_artifacts
 from framework.cluster.kafka import KafkaNode, broker_ids_serving, new_cluster_id
+from framework.cluster.netns import exec_prefix, inside, namespace_exists
 from framework.cluster.process import (
     ServerProcess,
     free_ports,
@@ -20,6 +28,7 @@ from framework.cluster.process import (
     port_taken,
     wait_until,
 )
+from framework.cluster.security import ClusterSecurity
 from framework.cluster.zookeeper import ZooKeeperNode, zookeeper_mode
 from framework.errors import ClusterError, PortInUseError
 
@@ -45,6 +54,17 @@ class LocalCluster:
     Use as a context manager; every server it started is stopped on exit, also
     on error.  `kill`, `stop`, `start`, `restart`, `pause` and `resume` act on
     one named server (`zk1`.., `kafka1`..) for fault tests.
+
+    `host` is the address every server binds and advertises (default loopback);
+    `kafka_host` gives Kafka its own address (default: `host`), so a client can
+    be cut from ZooKeeper and not from Kafka.  With `netns` the JVMs run inside
+    that existing network namespace (`ip netns exec`), and the launcher's own
+    readiness probes run in it too; the addresses must belong to it.
+
+    With `secure` Kafka's client listener is SASL_SSL (SCRAM-SHA-512, a CA and
+    broker certificate made by `keytool`) and ZooKeeper knows a super digest
+    identity; `client_properties`, `kafka_config_path` and `zk_auth` say how
+    clients connect (`framework.cluster.security`).
     """
 
     def __init__(
@@ -58,16 +78,27 @@ class LocalCluster:
         ready_timeout: float = 120.0,
         die_with_parent: bool = True,
         artifacts: Artifacts | None = None,
+        host: str = "127.0.0.1",
+        kafka_host: str | None = None,
+        netns: str | None = None,
+        secure: bool = False,
     ) -> None:
         if zookeepers not in (1, 3) or brokers not in (0, 1, 3):
             raise ClusterError(f"unsupported shape zookeepers={zookeepers} brokers={brokers}")
+        if netns is not None and not namespace_exists(netns):
+            raise ClusterError(f"no network namespace {netns!r} (create it with `ip netns add`)")
         self.directory = Path(directory).resolve()
+        self.host = host
+        self.kafka_host = kafka_host or host
+        self.netns = netns
         self._artifacts = artifacts
         self._heaps = {"zookeeper": zk_heap_mb, "kafka": kafka_heap_mb}
         self._ready_timeout = ready_timeout
         self._die_with_parent = die_with_parent
         self._zookeepers, self._kafkas = self._place(zookeepers, brokers)
         self._processes: dict[str, ServerProcess] = {}
+        self.secure = secure
+        self.security: ClusterSecurity | None = None  # made by `up` when secure
 
     # -- whole cluster ---------------------------------------------------------------
 
@@ -80,6 +111,21 @@ class LocalCluster:
     def bootstrap(self) -> str:
         """Kafka bootstrap servers ('' when the cluster has no brokers)."""
         return ",".join(node.address for node in self._kafkas)
+
+    @property
+    def client_properties(self) -> dict[str, str]:
+        """Kafka client properties (standard names) clients need; empty when not secure."""
+        return {} if self.security is None else self.security.client_properties
+
+    @property
+    def kafka_config_path(self) -> Path | None:
+        """The client properties file for `--kafka-config` (None when not secure)."""
+        return None if self.security is None else self.security.client_properties_path
+
+    @property
+    def zk_auth(self) -> str | None:
+        """The app's ZooKeeper identity for `--zk-auth` (None when not secure)."""
+        return None if self.security is None else self.security.zk_auth
 
     @property
     def server_names(self) -> list[str]:
@@ -95,6 +141,8 @@ class LocalCluster:
         """
         artifacts = self._artifacts or resolve_artifacts()
         java = _java()
+        if self.secure and self.security is None:
+            self.security = ClusterSecurity.create(self.directory, [self.host, self.kafka_host])
         for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
                 self._start(artifacts, java)
@@ -113,15 +161,37 @@ class LocalCluster:
         return self
 
     def _place(self, zookeepers: int, brokers: int) -> tuple[list[ZooKeeperNode], list[KafkaNode]]:
-        """Servers on newly chosen, distinct free ports."""
-        ports = iter(free_ports(3 * zookeepers + 2 * brokers))
+        """Servers on newly chosen, distinct free ports (chosen where the servers will run)."""
+        try:
+            with inside(self.netns):
+                zk_ports = iter(free_ports(3 * zookeepers, self.host))
+                kafka_ports = iter(free_ports(2 * brokers, self.kafka_host))
+        except OSError as exc:
+            where = f"network namespace {self.netns}" if self.netns else "this network namespace"
+            raise ClusterError(
+                f"cannot bind {self.host} / {self.kafka_host} in {where} ({exc}); "
+                "the servers' addresses must belong to where they run"
+            ) from exc
         return (
             [
-                ZooKeeperNode(i, next(ports), next(ports), next(ports), self.directory / f"zk{i}")
+                ZooKeeperNode(
+                    i,
+                    next(zk_ports),
+                    next(zk_ports),
+                    next(zk_ports),
+                    self.directory / f"zk{i}",
+                    self.host,
+                )
                 for i in range(1, zookeepers + 1)
             ],
             [
-                KafkaNode(i, next(ports), next(ports), self.directory / f"kafka{i}")
+                KafkaNode(
+                    i,
+                    next(kafka_ports),
+                    next(kafka_ports),
+                    self.directory / f"kafka{i}",
+                    self.kafka_host,
+                )
                 for i in range(1, brokers + 1)
             ],
         )
@@ -132,6 +202,12 @@ class LocalCluster:
             shutil.rmtree(self.directory / child, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._processes = {}
+        if self.security is not None:
+            self._zookeepers = [
+                dataclasses.replace(z, super_digest=self.security.zk_super_digest)
+                for z in self._zookeepers
+            ]
+            self._kafkas = [dataclasses.replace(k, security=self.security) for k in self._kafkas]
         for zk in self._zookeepers:
             zk.write_config(self._zookeepers)
             classpath = artifacts.classpath("zookeeper")
@@ -217,10 +293,11 @@ class LocalCluster:
     def zk_leader(self) -> str | None:
         """Name of the ZooKeeper server that is leader (or standalone), if any."""
         for zk in self._zookeepers:
-            if self._processes[zk.name].running() and zookeeper_mode(zk.address) in (
-                "leader",
-                "standalone",
-            ):
+            if not self._processes[zk.name].running():
+                continue
+            with inside(self.netns):
+                mode = zookeeper_mode(zk.address)
+            if mode in ("leader", "standalone"):
                 return zk.name
         return None
 
@@ -228,7 +305,10 @@ class LocalCluster:
 
     def _add(self, name: str, command: list[str], directory: Path) -> None:
         self._processes[name] = ServerProcess(
-            name, command, directory / "server.log", die_with_parent=self._die_with_parent
+            name,
+            [*exec_prefix(self.netns), *command],  # `ip netns exec` execs the JVM: same pid
+            directory / "server.log",
+            die_with_parent=self._die_with_parent,
         )
 
     def _wait_serving(self, name: str) -> None:
@@ -241,11 +321,14 @@ class LocalCluster:
                     f"{name} exited while starting; its log ({process.log_path}) ends with:\n"
                     + process.log_tail()
                 )
-            if name.startswith("zk"):
-                node = next(z for z in self._zookeepers if z.name == name)
-                return zookeeper_mode(node.address) is not None
-            kafka = next(k for k in self._kafkas if k.name == name)
-            return kafka.node_id in broker_ids_serving(kafka.address)
+            # The probes connect from where the servers run, so an address that is
+            # reachable only inside `netns` is checked there.
+            with inside(self.netns):
+                if name.startswith("zk"):
+                    node = next(z for z in self._zookeepers if z.name == name)
+                    return zookeeper_mode(node.address) is not None
+                kafka = next(k for k in self._kafkas if k.name == name)
+                return kafka.node_id in broker_ids_serving(kafka.address, self.client_properties)
 
         wait_until(serving, self._ready_timeout, f"{name} to serve", interval=0.25)
 
@@ -253,6 +336,8 @@ class LocalCluster:
         state = {
             "zk_connect": self.zk_connect,
             "bootstrap": self.bootstrap,
+            "netns": self.netns,
+            "secure": self.security is not None,  # its material: <dir>/security
             "servers": [
                 {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
                 for name, p in self._processes.items()

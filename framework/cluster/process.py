@@ -20,8 +20,8 @@ __all__ = ["ServerProcess", "free_ports", "pid_alive", "port_taken", "wait_until
 _PR_SET_PDEATHSIG = 1
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on the loopback interface that nothing listens on right now."""
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct TCP ports on `host` (default loopback) that nothing listens on right now."""
     # All sockets stay bound until every port is chosen, so no port is handed out twice.
     with contextlib.ExitStack() as stack:
         sockets = [
@@ -29,7 +29,7 @@ def free_ports(count: int) -> list[int]:
             for _ in range(count)
         ]
         for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
+            sock.bind((host, 0))
         return [int(sock.getsockname()[1]) for sock in sockets]
 
 

@@ -13,13 +13,16 @@ _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 @dataclass(frozen=True)
 class ZooKeeperNode:
-    """One ZooKeeper server: its id, ports and directory."""
+    """One ZooKeeper server: its id, ports, directory and address."""
 
     server_id: int
     client_port: int
     quorum_port: int
     election_port: int
     directory: Path
+    host: str = "127.0.0.1"  # clients, quorum and election all bind it
+    super_digest: str | None = None
+    """`user:<base64 sha1>` of a digest identity with all rights on every znode, or None."""
 
     @property
     def name(self) -> str:
@@ -29,7 +32,7 @@ class ZooKeeperNode:
     @property
     def address(self) -> str:
         """host:port clients connect to."""
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def write_config(self, ensemble: list[ZooKeeperNode]) -> Path:
         """Write zoo.cfg and myid; return the config path."""
@@ -46,15 +49,17 @@ class ZooKeeperNode:
             "maxSessionTimeout=60000",
             f"dataDir={data_dir}",
             f"clientPort={self.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=srvr,ruok,stat,mntr",
             "autopurge.purgeInterval=1",
         ]
+        if self.super_digest is not None:
+            # zoo.cfg keys ZooKeeper does not know become `zookeeper.<key>` system properties.
+            lines.append(f"DigestAuthenticationProvider.superDigest={self.super_digest}")
         if len(ensemble) > 1:
             lines += [
-                f"server.{n.server_id}=127.0.0.1:{n.quorum_port}:{n.election_port}"
-                for n in ensemble
+                f"server.{n.server_id}={n.host}:{n.quorum_port}:{n.election_port}" for n in ensemble
             ]
         config = self.directory / "zoo.cfg"
         config.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,260 @@
+"""Chaos: 3 ZooKeeper servers, 3 brokers, 4 nodes, seeded random faults between traffic chunks.
+
+Faults: `kill -9` a node (a replacement starts), SIGSTOP/SIGCONT a node (short,
+or until the others took its streams), restart a broker (clean or after a
+crash) and restart a ZooKeeper server (sometimes the leader).  At the end the
+output must be exact against the batch definition.
+
+Opt-in marker `chaos` (CI runs it at the default, small size):
+
+    SESSIONIZER_CHAOS_SEED=7 SESSIONIZER_CHAOS_FRAGMENTS=40000 pytest -m chaos -s
+
+The seed is printed first, and a one-line report last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from kafka.errors import KafkaError
+from kazoo.exceptions import KazooException
+
+from balancer.testing import balanced, wait_for
+from framework.cluster import LocalCluster
+from framework.config import ConnectionConfig
+from framework.harness import NodeGroup, StateObserver, settled, streams_of
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.verify import expected_sessions, verify_sessions
+from framework.zookeeper import zookeeper_client
+from router.fragment import ParsedFragment
+from router.generator import generate_fragments
+from router.ingest import produce_fragments
+from router.producer import ProducerConfig, StreamProducer
+from sessionizer.examples.weblog import WebSessions
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+WEBLOG = "sessionizer.examples.weblog:WebSessions"
+DEFAULT_SEED = 20130612
+DEFAULT_FRAGMENTS = 5000
+STREAMS = 12
+NODES = 4
+CHUNKS = 10  # traffic chunks; a fault before each chunk but the first
+SESSION_TIMEOUT = 5.0
+Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart"]
+FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart")
+STORY = (
+    "node_started", "streams_lost", "session_lost", "stream_fenced", "zookeeper_suspended",
+    "zookeeper_resumed", "sink_flush_failed", "sink_failed", "commit_failed",
+    "kafka_poll_failed", "stream_load_failed", "node_crashed", "node_stopped",
+)  # fmt: skip
+
+
+def _setting(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise pytest.UsageError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _plan(rng: random.Random, count: int) -> list[Fault]:
+    """`count` fault kinds: every kind once (shuffled) first, then any at random."""
+    kinds = list(FAULTS)
+    rng.shuffle(kinds)
+    return (kinds + [rng.choice(FAULTS) for _ in range(count)])[:count]
+
+
+class Chaos:
+    """Applies faults to one cluster and node group; remembers what it did."""
+
+    def __init__(self, rng: random.Random, cluster: LocalCluster, group: NodeGroup) -> None:
+        self.rng = rng
+        self.cluster = cluster
+        self.group = group
+        self.counts: Counter[str] = Counter()
+        self.log: list[str] = []
+        self.killed: set[str] = set()  # nodes killed on purpose (not expected to run)
+        self.stopped: str | None = None  # a SIGSTOPped node, to SIGCONT after the next chunk
+        self._next = NODES + 1
+        self._started = time.monotonic()
+
+    def live(self) -> list[str]:
+        """Nodes that should be running."""
+        return [n for n in self.group.nodes if n not in self.killed]
+
+    def inject(self, kind: Fault) -> None:
+        """Apply one fault of `kind` to a target chosen at random."""
+        self.counts[kind] += 1
+        getattr(self, f"_{kind}")()
+
+    def _note(self, what: str) -> None:
+        line = f"{time.monotonic() - self._started:6.1f}s {what}"
+        self.log.append(line)
+        print(f"chaos: {line}", flush=True)
+
+    def _kill9(self) -> None:
+        victim = self.rng.choice(self.live())
+        member = self.group.nodes[victim]
+        member.send(signal.SIGKILL)
+        member.wait(timeout=30)
+        self.killed.add(victim)
+        replacement = f"n{self._next}"
+        self._next += 1
+        self.group.start(replacement)
+        self._note(f"kill -9 {victim}, started {replacement}")
+
+    def _sigstop(self) -> None:
+        victim = self.rng.choice(self.live())
+        self.group.nodes[victim].send(signal.SIGSTOP)
+        self.stopped = victim
+        self._note(f"SIGSTOP {victim}")
+
+    def resume_stopped(self, wait_for_takeover: bool, connection: ConnectionConfig) -> None:
+        """SIGCONT the stopped node, at once or once the others took its streams."""
+        victim, self.stopped = self.stopped, None
+        if victim is None:
+            return
+        if wait_for_takeover:
+            others = [n for n in self.live() if n != victim]
+            with zookeeper_client(connection.zk) as zk:
+                wait_for(
+                    _maybe(self, lambda: balanced(zk, connection.paths, others, STREAMS)),
+                    120,
+                    f"the others to take {victim}'s streams",
+                )
+        self.group.nodes[victim].send(signal.SIGCONT)
+        self._note(f"SIGCONT {victim} ({'after takeover' if wait_for_takeover else 'short'})")
+
+    def _broker_restart(self) -> None:
+        name = self.rng.choice([f"kafka{i}" for i in (1, 2, 3)])
+        if self.rng.random() < 0.5:
+            self.cluster.kill(name)
+            self.cluster.start(name)
+            self._note(f"kill -9 and start {name}")
+        else:
+            self.cluster.restart(name)
+            self._note(f"restart {name}")
+
+    def _zk_restart(self) -> None:
+        leader = self.cluster.zk_leader()
+        if leader is not None and self.rng.random() < 0.5:
+            name = leader
+        else:
+            name = self.rng.choice(["zk1", "zk2", "zk3"])
+        self.cluster.restart(name)
+        self._note(f"restart {name}{' (leader)' if name == leader else ''}")
+
+
+def _maybe(chaos: Chaos, condition: Callable[[], Any]) -> Callable[[], Any]:
+    """`condition`, false while a server is away; fails at once if a node died on its own."""
+
+    def check() -> Any:
+        dead = {
+            n: chaos.group.nodes[n].process.poll()
+            for n in chaos.live()
+            if chaos.group.nodes[n].process.poll() is not None
+        }
+        assert not dead, f"node(s) exited on their own: {dead}"
+        try:
+            return condition()
+        except (KafkaError, KazooException):
+            return False
+
+    return check
+
+
+def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
+    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
+    with StreamProducer(config) as producer:
+        produce_fragments(producer, fragments, end_of_input=end)
+
+
+def _story(group: NodeGroup) -> str:
+    lines = []
+    for name, member in group.nodes.items():
+        code = member.process.poll()
+        lines.append(f"--- {name} ({'running' if code is None else f'exited {code}'})")
+        for event in member.events():
+            if event.get("event") in STORY or event.get("level") in ("error", "critical"):
+                fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
+                lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
+    return "\n".join(lines)
+
+
+def test_chaos_keeps_the_output_exact(
+    local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path
+) -> None:
+    seed = _setting("SESSIONIZER_CHAOS_SEED", DEFAULT_SEED)
+    size = _setting("SESSIONIZER_CHAOS_FRAGMENTS", DEFAULT_FRAGMENTS)
+    print(f"\nchaos: seed {seed} (SESSIONIZER_CHAOS_SEED), {size} fragments", flush=True)
+    rng = random.Random(seed)
+    started = time.monotonic()
+    fragments = list(generate_fragments(size // 2 + 1, seed=seed))[:size]
+    chunk = -(-len(fragments) // CHUNKS)
+    chunks = [fragments[i : i + chunk] for i in range(0, len(fragments), chunk)]
+
+    cluster = local_cluster(zookeepers=3, brokers=3)
+    connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, app)
+    provision_streams(connection, STREAMS, replication=3)
+    streams = streams_of(app, STREAMS)
+    with (
+        NodeGroup(connection, tmp_path, WEBLOG, session_timeout=SESSION_TIMEOUT) as group,
+        zookeeper_client(cluster.zk_connect) as zk,
+        StateObserver(connection, streams) as observer,
+    ):
+        chaos = Chaos(rng, cluster, group)
+        try:
+            for node in range(1, NODES + 1):
+                group.start(f"n{node}")
+            for number, (fault, part) in enumerate(
+                zip([None, *_plan(rng, len(chunks) - 1)], chunks, strict=True)
+            ):
+                if fault is not None:
+                    chaos.inject(fault)
+                last = number == len(chunks) - 1
+                _produce(connection, part, end=last)
+                chaos.resume_stopped(rng.random() < 0.5, connection)
+                if not last and rng.random() < 0.5:
+                    # Sometimes a quiet point before the next fault, sometimes none.
+                    wait_for(
+                        _maybe(
+                            chaos, lambda: balanced(zk, connection.paths, chaos.live(), STREAMS)
+                        ),
+                        120,
+                        "balance",
+                    )
+            wait_for(
+                _maybe(chaos, lambda: settled(zk, connection, chaos.live(), streams)),
+                300,
+                "every stream caught up",
+            )
+        except BaseException:
+            print("chaos faults so far:\n" + "\n".join(chaos.log))
+            print(f"node events:\n{_story(group)}")
+            raise
+    written = read_sessions(connection.bootstrap, app, deduplicate=False)
+    result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+    faults = ", ".join(f"{kind} {chaos.counts[kind]}" for kind in FAULTS)
+    print(
+        f"chaos report: seed {seed}, fragments {len(fragments)}, faults [{faults}], "
+        f"sessions {result.sessions_found} (expected {result.expected}), lost {result.lost}, "
+        f"extra {result.extra}, duplicates {result.duplicates}, differing duplicates "
+        f"{result.conflicting_duplicates}, took {time.monotonic() - started:.0f} s"
+    )
+    if not result.exact:
+        print(f"node events:\n{_story(group)}")
+    assert observer.violations == [], "a stored offset moved backwards"
+    assert result.lost == 0, result
+    assert result.conflicting_duplicates == 0, result
+    assert result.exact, result
