@@ -102,6 +102,15 @@ class Balancer:
         return MappingProxyType(self._held.leases)
 
     @property
+    def connected(self) -> bool:
+        """True while the ZooKeeper connection is up: a request now is answered, not queued.
+
+        kazoo queues a request made while it reconnects until the connection is back,
+        however long that is; the owner asks this before work it must not block on.
+        """
+        return bool(self.client.connected)
+
+    @property
     def paused(self) -> bool:
         """True while the owner must not hand out records nor commit."""
         return self._paused
@@ -201,6 +210,9 @@ class Balancer:
         for event in self._next_events(wake):
             self._apply(event)
         if self._due is not None and time.monotonic() >= self._due:
+            if not self.connected:  # a request now would wait for the reconnect: later
+                self._due = time.monotonic() + self.config.retry_delay
+                return self.state
             try:
                 self._run_due()
             except NoAuthError as exc:  # the app's ACL changed under us: retrying cannot help

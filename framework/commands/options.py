@@ -68,11 +68,12 @@ def common_parser() -> argparse.ArgumentParser:
 
 def connection_from_args(args: argparse.Namespace) -> ConnectionConfig:
     """Build the validated connection config from parsed arguments."""
+    kafka_config = getattr(args, "kafka_config", None)
     return ConnectionConfig(
         zk=args.zk or "",
         bootstrap=args.bootstrap or "",
         app=args.app,
-        kafka_client=args.kafka_client,
-        kafka_config=read_kafka_properties(args.kafka_config) if args.kafka_config else {},
-        zk_auth=args.zk_auth or None,
+        kafka_client=getattr(args, "kafka_client", None) or "auto",
+        kafka_config=read_kafka_properties(kafka_config) if kafka_config else {},
+        zk_auth=getattr(args, "zk_auth", None) or None,
     )

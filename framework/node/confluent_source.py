@@ -51,6 +51,13 @@ class ConfluentRecordSource:
             }
         )
         self._positions: dict[str, int] = {}
+        try:
+            # librdkafka connects lazily and retries for ever: ask once, so a wrong address
+            # fails the node at start with one clear line instead of a silent retry loop.
+            self._consumer.list_topics(timeout=_BOUNDS_TIMEOUT_S)
+        except KafkaException as exc:
+            self._consumer.close()
+            raise NodeError(f"cannot reach Kafka at {bootstrap} ({exc})") from exc
 
     def assign(self, positions: Mapping[str, int]) -> None:
         """Read exactly these streams, each from the given offset."""

@@ -61,7 +61,9 @@ class KafkaRecordSource:
         try:
             starts = self._consumer.beginning_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
             ends = self._consumer.end_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
-        except KafkaError as exc:
+        except (KafkaError, KeyError) as exc:
+            # kafka-python 3.0 answers without a partition whose leader it does not know yet
+            # (a KeyError in its own lookup): transient, like a broker away.
             raise NodeError(f"cannot read the bounds of {len(streams)} streams ({exc!r})") from exc
         return {tp.topic: (starts[tp], ends[tp]) for tp in partitions}
 

@@ -277,7 +277,9 @@ class Node:
 
     def _commit_states(self, tasks: list[StreamTask]) -> list[StreamTask]:
         """Commit the tasks whose state moved, in one batch; return those now committed."""
-        assert self._store is not None
+        assert self._store is not None and self._coordinator is not None
+        if not self._coordinator.connected:
+            return []  # a write now would wait for the reconnect; commit at the next interval
         # A replaying task's stored state is still the better one; an unchanged one is stored.
         live = [task for task in tasks if not task.replaying]
         states = {task.stream: task.snapshot() for task in live}

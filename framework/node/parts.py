@@ -21,6 +21,7 @@ from balancer.config import BalancerConfig, BalancerListener
 from framework.errors import ConfigError
 from framework.kafka_settings import kafka_python_settings
 from framework.node.config import NodeConfig
+from framework.node.errors import NodeError
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
 from framework.transport import resolve_transport
@@ -117,7 +118,7 @@ def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:
     try:
         return connect()
-    except KafkaError as exc:
+    except (KafkaError, NodeError) as exc:
         raise ConfigError(
             f"node {config.node_id}: cannot reach Kafka at {config.connection.bootstrap} "
             f"({exc}); is the cluster up and --bootstrap / SESSIONIZER_BOOTSTRAP right?"

@@ -89,6 +89,11 @@ class Coordinator(Protocol):
         """True while the node must neither hand out records nor commit."""
         ...
 
+    @property
+    def connected(self) -> bool:
+        """True while a commit now would be answered rather than wait for a reconnect."""
+        ...
+
     def start(self) -> None:
         """Connect and start joining."""
         ...

@@ -98,17 +98,19 @@ class NodeStats:
         if now - self._last_report < interval:
             return
         self._last_report = now
-        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source),
+        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source, log),
                  **self.totals(tasks.values()))  # fmt: skip
 
 
-def _lag(tasks: Mapping[str, StreamTask], source: RecordSource | None) -> dict[str, int]:
+def _lag(tasks: Mapping[str, StreamTask], source: RecordSource | None, log: Any) -> dict[str, int]:
     if not tasks or source is None:
         return {}
     try:
         bounds = source.bounds(list(tasks))
-    except SessionizerError:
-        return {}  # a broker is away; the next report tries again
+    except SessionizerError as exc:
+        # Also how a node cut off from Kafka alone says so: reads just come back empty.
+        log.warning("kafka_unreachable", error=str(exc))
+        return {}
     return {s: max(0, end - tasks[s].position) for s, (_, end) in bounds.items() if s in tasks}
 
 

@@ -158,6 +158,11 @@ class FakeCoordinator:
         self.polls = 0
         self.on_poll: Callable[[FakeCoordinator], None] | None = None
 
+    @property
+    def connected(self) -> bool:
+        """Connected unless paused (a paused coordinator is a ZooKeeper outage)."""
+        return not self.paused
+
     def start(self) -> None:
         """Start joining."""
         self.state = BalancerState.JOINING
