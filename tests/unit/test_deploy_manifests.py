@@ -1,12 +1,15 @@
-"""Offline checks of deploy/: the Dockerfile, the compose file and the Kubernetes manifests.
+"""Offline checks of deploy/: the Dockerfile, the compose file, the Kubernetes manifests,
+the Prometheus configuration and the Grafana dashboard.
 
 Nothing here starts a server, a container or a cluster. The tests parse every YAML
 file, check the invariants the files promise (pinned images, resources, probes,
-ConfigMap keys, quorum sizes, replication settings, the real CLI's flags), and run
-the offline validators that are installed: kubernetes-validate (Kubernetes JSON
-schemas, strict), check-jsonschema (the Compose specification's schema),
-`kubectl kustomize` and `docker compose config`. A missing validator is a skip
-that names what is missing, never a silent pass.
+ConfigMap keys, quorum sizes, replication settings, the real CLI's flags, the metrics
+port and the probe paths against the node's real HTTP endpoint, the dashboard's
+metric names against what a node serves), and run the offline validators that are
+installed: kubernetes-validate (Kubernetes JSON schemas, strict), check-jsonschema
+(the Compose specification's schema), `kubectl kustomize`, `docker compose config`
+and `promtool`. A missing validator is a skip that names what is missing, never a
+silent pass.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,10 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "compose" / "compose.yaml"
 K8S = DEPLOY / "k8s"
 README = DEPLOY / "README.md"
+SERVICE_MONITOR = K8S / "servicemonitor.yaml"
+PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+GRAFANA = DEPLOY / "grafana"
+DASHBOARD = GRAFANA / "sessionizer-node.json"
 
 SESSIONIZER_IMAGE = "sessionizer"
 CONNECTION_VARIABLES = ("SESSIONIZER_ZK", "SESSIONIZER_BOOTSTRAP", "SESSIONIZER_APP")
@@ -43,6 +53,11 @@ WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job", "CronJob")
 SHUTDOWN_MARGIN_SECONDS = 20
 # The oldest Kubernetes the manifests claim to support (deploy/README.md).
 OLDEST_KUBERNETES = "1.27.0"
+# Manifests in deploy/k8s that `kubectl apply -k` leaves out on purpose: a custom
+# resource whose CRD a cluster may not have (deploy/README.md).
+OUTSIDE_KUSTOMIZATION = {"servicemonitor.yaml"}
+NODE_DEPLOYMENT = "sessionizer-node"
+METRICS_SERVICE = "sessionizer-node-metrics"
 
 
 # -- loading ---------------------------------------------------------------------------
@@ -197,8 +212,15 @@ def test_every_yaml_file_under_deploy_parses() -> None:
 
 def test_kustomization_lists_exactly_the_manifests() -> None:
     listed = _kustomization()["resources"]
-    present = sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+    present = sorted(
+        p.name
+        for p in K8S.glob("*.yaml")
+        if p.name != "kustomization.yaml" and p.name not in OUTSIDE_KUSTOMIZATION
+    )
     assert sorted(listed) == present, "kustomization.yaml resources != the files in deploy/k8s"
+    for name in OUTSIDE_KUSTOMIZATION:
+        assert (K8S / name).is_file(), f"deploy/k8s/{name} is missing"
+        assert name not in listed, f"{name} needs a CRD; keep it out of kustomization.yaml"
     assert len(listed) == len(set(listed))
     names = [(doc["kind"], doc["metadata"]["name"]) for _, doc in _manifests()]
     assert len(names) == len(set(names)), "two objects share a kind and name"
@@ -207,7 +229,8 @@ def test_kustomization_lists_exactly_the_manifests() -> None:
 
 
 def test_images_are_pinned_to_a_version() -> None:
-    version_tag = re.compile(r"\d+(\.\d+)+(-[A-Za-z0-9.]+)*")
+    # Prometheus tags its images `v3.5.0`: a leading `v` is still a version.
+    version_tag = re.compile(r"v?\d+(\.\d+)+(-[A-Za-z0-9.]+)*")
     images = [(f"k8s {w['metadata']['name']}", c["image"]) for w, c in _containers()]
     images += [(f"compose {n}", s["image"]) for n, s in _compose()["services"].items()]
     images += [
@@ -372,22 +395,27 @@ def test_kubernetes_probes_where_promised() -> None:
     probe = " ".join(zookeeper["readinessProbe"]["exec"]["command"])
     allowed = _env_value(zookeeper, "ZOO_4LW_COMMANDS_WHITELIST").split(",")
     assert "echo srvr" in probe and "srvr" in allowed, "the probe's 4lw must be whitelisted"
-    # The nodes have none on purpose (deploy/k8s/nodes.yaml says why); rollouts are
-    # paced by minReadySeconds instead.
-    deployment = _one("Deployment", "sessionizer-node")
+    # The nodes: HTTP probes on the metrics port (test_node_probes_* below).
+    deployment = _one("Deployment", NODE_DEPLOYMENT)
     (node,) = _pod_spec(deployment)["containers"]
-    assert "readinessProbe" not in node and "livenessProbe" not in node
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert "httpGet" in node[probe], f"the node's {probe} must ask its HTTP endpoint"
     assert "preStop" not in node.get("lifecycle", {}), "SIGTERM is handled; no preStop"
     assert deployment["spec"]["minReadySeconds"] > 0
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
 
 def test_node_grace_period_covers_the_drain() -> None:
-    deployment = _one("Deployment", "sessionizer-node")
+    deployment = _one("Deployment", NODE_DEPLOYMENT)
     (node,) = _pod_spec(deployment)["containers"]
     drain = float(_option(node["args"], "--drain"))
     grace = _pod_spec(deployment)["terminationGracePeriodSeconds"]
     assert grace >= drain + SHUTDOWN_MARGIN_SECONDS, f"grace {grace}s < drain {drain}s + margin"
+    # The node cuts its own shutdown short after the drain plus its shutdown deadline
+    # (session timeout + 5 s, exit 3); the kubelet's SIGKILL must come later still.
+    config = _node_config(node["args"])
+    deadline = (config.drain_seconds or 0.0) + config.shutdown_deadline
+    assert grace > deadline, f"grace {grace}s <= the node's own deadline {deadline}s"
 
 
 def test_pods_run_as_the_image_user() -> None:
@@ -477,7 +505,9 @@ def test_compose_nodes_scale_and_stop_gracefully() -> None:
     grace = _duration_seconds(node["stop_grace_period"])
     assert grace >= drain + SHUTDOWN_MARGIN_SECONDS, f"stop_grace_period {grace}s too short"
     assert node["depends_on"]["streams"]["condition"] == "service_completed_successfully"
-    assert "healthcheck" not in node, "the nodes have no health check (deploy/README.md)"
+    config = _node_config(node["command"])
+    deadline = (config.drain_seconds or 0.0) + config.shutdown_deadline
+    assert grace > deadline, f"stop_grace_period {grace}s <= the node's own deadline {deadline}s"
     for name in services["streams"]["depends_on"]:
         assert services[name].get("healthcheck"), f"streams waits on {name} without a check"
 
@@ -697,6 +727,7 @@ def test_docker_compose_config() -> None:
             "is no docker-compose binary, so `docker compose config` was not run"
         )
     profiles = ["--profile", "aggregate", "--profile", "traffic", "--profile", "tools"]
+    profiles += ["--profile", "monitoring"]
     result = subprocess.run(
         [*command, "-f", str(COMPOSE), *profiles, "config", "--quiet"],
         capture_output=True,
@@ -705,3 +736,555 @@ def test_docker_compose_config() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- node metrics and health probes --------------------------------------------------------
+
+# The labels Prometheus itself attaches to every scraped series.
+TARGET_LABELS = {"job", "instance"}
+# Grafana's own variables, usable in any query.
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__interval_ms", "__range", "__range_s"}
+# What the dashboard must show (issue 15): every one of these is queried somewhere.
+DASHBOARD_MUST_QUERY = {
+    "sessionizer_fragments_consumed_total",
+    "sessionizer_sessions_emitted_total",
+    "sessionizer_dead_letters_total",
+    "sessionizer_stream_lag",
+    "sessionizer_safe_offset_lag",
+    "sessionizer_open_sessions",
+    "sessionizer_commit_latency_seconds_bucket",
+    "sessionizer_rebalances_total",
+    "sessionizer_sink_send_failures_total",
+    "sessionizer_rewinds_total",
+    "sessionizer_streams_owned",
+}
+
+
+def _node_args(argv: list[str]) -> argparse.Namespace:
+    """A node command line parsed by the real CLI, with no SESSIONIZER_* from this machine."""
+    from framework.cli import build_parser
+
+    expanded = [_kubernetes_expand(str(arg), {"POD_NAME": "pod-0"}) for arg in argv]
+    saved = {k: v for k, v in os.environ.items() if k.startswith("SESSIONIZER_")}
+    for name in saved:
+        del os.environ[name]
+    try:
+        connection = ["--zk", "zk:2181", "--bootstrap", "kafka:9092", "--app", "sessionizer"]
+        return build_parser().parse_args([*expanded, *connection])
+    finally:
+        os.environ.update(saved)
+
+
+def _node_config(argv: list[str]) -> Any:
+    """The `NodeConfig` that `sessionizer node` builds from this command line."""
+    from framework.commands.options import connection_from_args
+    from framework.node.config import NodeConfig
+
+    args = _node_args(argv)
+    assert args.command == "node", argv
+    return NodeConfig(
+        connection=connection_from_args(args),
+        processor=args.processor,
+        node_id=args.id or "test",
+        commit_interval=args.commit_interval,
+        session_timeout=args.session_timeout,
+        delivery=args.delivery,
+        drain_seconds=args.drain,
+        delivery_timeout=args.delivery_timeout,
+        metrics_port=args.metrics_port,
+    )
+
+
+def _node_container() -> dict[str, Any]:
+    (node,) = _pod_spec(_one("Deployment", NODE_DEPLOYMENT))["containers"]
+    return node
+
+
+def _container_port(container: dict[str, Any], port: int | str) -> int:
+    """A probe's or Service's port (a number or a container port's name) as a number."""
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
+    assert port in named, f"{container['name']}: no container port named {port!r}"
+    return int(named[port])
+
+
+class _Coordinator:
+    """What `LoopHealth.ready` reads of the node's coordinator."""
+
+    def __init__(self, *, paused: bool) -> None:
+        from balancer.machine import BalancerState
+
+        self.paused = paused
+        self.state = BalancerState.PAUSED if paused else BalancerState.STABLE
+
+
+def _answers(paths: list[str], *, paused: bool = False, stalled: bool = False) -> dict[str, int]:
+    """The status codes of a real node HTTP endpoint (`MetricsServer`) for `paths`.
+
+    `paused`: the coordinator is paused by a ZooKeeper outage (the loop still steps);
+    `stalled`: the loop's last step is older than its stall limit.
+    """
+    from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
+    from tests.unit.test_node_metrics import get
+
+    health = LoopHealth(stall_limit=30.0, stopping=threading.Event())
+    health.coordinator = _Coordinator(paused=paused)
+    if stalled:
+        health.last_step = time.monotonic() - 31.0
+    server = MetricsServer(
+        NodeMetrics("n1"), port=0, host="127.0.0.1", alive=health.alive, ready=health.ready
+    ).start()
+    try:
+        return {path: get(server.port, path)[0] for path in paths}
+    finally:
+        server.close()
+
+
+def test_node_serves_metrics_on_its_declared_port_in_kubernetes() -> None:
+    node = _node_container()
+    port = _node_config(node["args"]).metrics_port
+    assert port is not None, "the nodes must run with --metrics-port"
+    assert _container_port(node, "metrics") == port, "the `metrics` container port"
+    annotations = _one("Deployment", NODE_DEPLOYMENT)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == str(port)
+    assert annotations["prometheus.io/path"] == "/metrics"
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert _container_port(node, node[probe]["httpGet"]["port"]) == port, probe
+    # The annotated path really is the metrics, in Prometheus text.
+    assert _answers([annotations["prometheus.io/path"]]) == {"/metrics": 200}
+
+
+def test_node_metrics_service_is_headless_and_keeps_unready_nodes() -> None:
+    service = _one("Service", METRICS_SERVICE)
+    spec = service["spec"]
+    assert spec["clusterIP"] == "None", "one address per node pod: headless"
+    # A node paused by a ZooKeeper outage is unready, and exactly the one to watch.
+    assert spec.get("publishNotReadyAddresses") is True
+    pod_labels = _pod_spec_labels(_one("Deployment", NODE_DEPLOYMENT))
+    assert spec["selector"].items() <= pod_labels.items()
+    (port,) = [p for p in spec["ports"] if p["name"] == "metrics"]
+    node = _node_container()
+    assert _container_port(node, port["targetPort"]) == _node_config(node["args"]).metrics_port
+    # Scrape annotations live on the pods only; on the Service too would scrape twice.
+    assert "prometheus.io/scrape" not in service["metadata"].get("annotations", {})
+
+
+def test_node_probes_answer_as_the_manifest_expects() -> None:
+    """The probe paths against the node's real HTTP endpoint: an outage unreadies, never kills."""
+    node = _node_container()
+    startup = node["startupProbe"]["httpGet"]["path"]
+    liveness = node["livenessProbe"]["httpGet"]["path"]
+    readiness = node["readinessProbe"]["httpGet"]["path"]
+    paths = sorted({startup, liveness, readiness})
+    running = _answers(paths)
+    assert all(code == 200 for code in running.values()), running
+    # ZooKeeper unreachable: the loop keeps stepping (paused). Unready, still alive.
+    outage = _answers(paths, paused=True)
+    assert outage[readiness] == 503, f"{readiness} must fail while paused: {outage}"
+    assert outage[liveness] == 200, f"{liveness} must not fail while paused: {outage}"
+    assert outage[startup] == 200, f"{startup} must not fail while paused: {outage}"
+    # A loop stuck past the stall limit: the liveness probe fails, so the pod restarts.
+    assert _answers([liveness], stalled=True)[liveness] == 503
+
+
+def test_node_probe_timings() -> None:
+    node = _node_container()
+    config = _node_config(node["args"])
+    startup, liveness, readiness = (
+        node[name] for name in ("startupProbe", "livenessProbe", "readinessProbe")
+    )
+    for name, probe in [("startup", startup), ("liveness", liveness), ("readiness", readiness)]:
+        assert probe["timeoutSeconds"] < probe["periodSeconds"], name
+        assert probe.get("successThreshold", 1) == 1, name
+    # /healthz already waits out the longest legitimate block (the stall limit) before
+    # it fails, so liveness adds only a little patience: a second failure, not minutes.
+    assert liveness["failureThreshold"] >= 2, "one slow answer must not restart a node"
+    patience = liveness["periodSeconds"] * liveness["failureThreshold"]
+    assert patience <= config.stall_limit, f"liveness waits {patience}s on top of the stall limit"
+    # A ZooKeeper outage makes the pod unready within seconds (it holds rollouts).
+    unready_after = readiness["periodSeconds"] * readiness["failureThreshold"]
+    assert unready_after <= 15, f"readiness notices an outage only after {unready_after}s"
+    # Before the port opens, a node connects to ZooKeeper (15 s at most) and Kafka;
+    # the startup probe covers that, and liveness starts after it.
+    window = startup["periodSeconds"] * startup["failureThreshold"]
+    assert window >= 60, f"startupProbe allows only {window}s to connect"
+    assert "initialDelaySeconds" not in liveness, "the startup probe holds liveness back"
+
+
+def test_service_monitor_shape() -> None:
+    """The ServiceMonitor CRD is not in kubernetes-validate's schemas: checked by hand here."""
+    (monitor,) = _load_all(SERVICE_MONITOR)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["kind"] == "ServiceMonitor"
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    metadata = monitor["metadata"]
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", metadata["name"]), metadata["name"]
+    assert "namespace" not in metadata, "applied with -n, into the kustomization's namespace"
+    spec = monitor["spec"]
+    known_spec = {
+        "selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels",
+        "podTargetLabels", "sampleLimit", "targetLimit", "labelLimit", "attachMetadata",
+    }  # fmt: skip
+    assert set(spec) <= known_spec, f"unknown ServiceMonitor fields {set(spec) - known_spec}"
+    assert set(spec["selector"]) == {"matchLabels"}
+    selected = [
+        s
+        for s in _objects("Service")
+        if spec["selector"]["matchLabels"].items() <= s["metadata"].get("labels", {}).items()
+    ]
+    assert [s["metadata"]["name"] for s in selected] == [METRICS_SERVICE]
+    service_ports = {p["name"] for p in selected[0]["spec"]["ports"]}
+    known_endpoint = {
+        "port", "targetPort", "path", "scheme", "interval", "scrapeTimeout", "honorLabels",
+        "honorTimestamps", "relabelings", "metricRelabelings", "params", "enableHttp2",
+        "followRedirects", "filterRunning",
+    }  # fmt: skip
+    # The CRD's pattern for a duration.
+    duration = re.compile(
+        r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?"
+        r"(([0-9]+)ms)?)$"
+    )
+    path = _one("Deployment", NODE_DEPLOYMENT)["spec"]["template"]["metadata"]["annotations"][
+        "prometheus.io/path"
+    ]
+    assert spec["endpoints"], "no endpoints"
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) <= known_endpoint, set(endpoint) - known_endpoint
+        assert endpoint["port"] in service_ports, f"the Service has no port {endpoint['port']!r}"
+        assert endpoint.get("path", "/metrics") == path
+        assert endpoint.get("scheme", "http") == "http"
+        for key in ("interval", "scrapeTimeout"):
+            assert duration.fullmatch(endpoint[key]), f"{key}: {endpoint[key]!r}"
+        interval = _duration_seconds(endpoint["interval"])
+        assert _duration_seconds(endpoint["scrapeTimeout"]) <= interval
+    # The metadata alone is a Kubernetes ObjectMeta: validate it strictly as one.
+    if importlib.util.find_spec("kubernetes_validate") is not None:
+        import kubernetes_validate
+
+        carrier = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
+        kubernetes_validate.validate(carrier, OLDEST_KUBERNETES, strict=True)
+
+
+def test_compose_nodes_serve_metrics_and_check_their_health() -> None:
+    node = _compose()["services"]["node"]
+    port = _node_config(node["command"]).metrics_port
+    assert port is not None, "the nodes must run with --metrics-port"
+    # Inside the network only: a fixed host port would clash between replicas.
+    assert str(port) in [str(p) for p in node["expose"]]
+    assert "ports" not in node
+    labels = node["labels"]
+    assert labels["prometheus.io/scrape"] == "true"
+    assert labels["prometheus.io/port"] == str(port)
+    assert labels["prometheus.io/path"] == "/metrics"
+    test = node["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "python", "the image has Python, not curl"
+    script = test[test.index("-c") + 1]
+    assert f"http://127.0.0.1:{port}/healthz" in script, "the check asks the node's /healthz"
+    interval = _duration_seconds(node["healthcheck"]["interval"])
+    assert _duration_seconds(node["healthcheck"]["timeout"]) <= interval
+    _run_health_check(script, port)
+
+
+def _run_health_check(script: str, port: int) -> None:
+    """Run the healthcheck's own script against a real node endpoint: exit 0 only if alive."""
+    from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
+
+    for stalled, paused, expected in [(False, False, 0), (False, True, 0), (True, False, 1)]:
+        health = LoopHealth(stall_limit=30.0, stopping=threading.Event())
+        health.coordinator = _Coordinator(paused=paused)
+        if stalled:
+            health.last_step = time.monotonic() - 31.0
+        server = MetricsServer(
+            NodeMetrics("n1"), port=0, host="127.0.0.1", alive=health.alive, ready=health.ready
+        ).start()
+        try:
+            local = script.replace(f"127.0.0.1:{port}/", f"127.0.0.1:{server.port}/")
+            result = subprocess.run(
+                [sys.executable, "-c", local], capture_output=True, timeout=30, check=False
+            )
+        finally:
+            server.close()
+        code = 0 if result.returncode == 0 else 1
+        assert code == expected, f"stalled={stalled} paused={paused}: exit {result.returncode}"
+
+
+def _assert_publishes(service: dict[str, Any], container_port: int) -> None:
+    """The Compose service publishes this container port (`HOST:CONTAINER` or `CONTAINER`)."""
+    published = [str(p) for p in service.get("ports", [])]
+    assert any(p.rsplit(":", 1)[-1] == str(container_port) for p in published), published
+
+
+def _bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Target path -> the file or folder beside compose.yaml that a service mounts there."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if source.startswith((".", "/")):
+            mounts[target] = (COMPOSE.parent / source).resolve()
+    return mounts
+
+
+def test_compose_prometheus_scrapes_every_node() -> None:
+    services = _compose()["services"]
+    prometheus = services["prometheus"]
+    flags = dict(arg.split("=", 1) for arg in prometheus["command"])
+    mounts = _bind_mounts(prometheus)
+    assert mounts[flags["--config.file"]] == PROMETHEUS_CONFIG.resolve()
+    _assert_publishes(prometheus, 9090)
+    (config,) = _load_all(PROMETHEUS_CONFIG)
+    node = services["node"]
+    port = _node_config(node["command"]).metrics_port
+    scrape_interval = _duration_seconds(config["global"]["scrape_interval"])
+    assert _duration_seconds(config["global"]["scrape_timeout"]) <= scrape_interval
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "sessionizer-node"]
+    assert job.get("metrics_path", "/metrics") == node["labels"]["prometheus.io/path"]
+    # Docker's DNS answers a service name with every replica's address.
+    (discovery,) = job["dns_sd_configs"]
+    assert discovery["type"] == "A" and discovery["port"] == port
+    assert discovery["names"] == ["node"] and "node" in services
+    assert job.get("honor_labels") is True, "the node id is the metric's own `node` label"
+
+
+def test_compose_grafana_loads_the_dashboard_from_prometheus() -> None:
+    services = _compose()["services"]
+    grafana = services["grafana"]
+    mounts = _bind_mounts(grafana)
+    assert mounts["/etc/grafana/provisioning"] == (GRAFANA / "provisioning").resolve()
+    (dashboard_target,) = [t for t, s in mounts.items() if s == DASHBOARD.resolve()]
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == dashboard_target
+    (providers,) = _load_all(GRAFANA / "provisioning" / "dashboards" / "sessionizer.yaml")
+    folders = [p["options"]["path"] for p in providers["providers"] if p["type"] == "file"]
+    assert folders == [str(Path(dashboard_target).parent)]
+    (sources,) = _load_all(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")
+    (source,) = sources["datasources"]
+    assert source["type"] == "prometheus" and source["isDefault"] is True
+    match = re.fullmatch(r"http://([a-z0-9-]+):(\d+)", source["url"])
+    assert match and match[1] in services, source["url"]
+    _assert_publishes(services[match[1]], int(match[2]))
+    assert grafana["profiles"] == services["prometheus"]["profiles"] == ["monitoring"]
+    _assert_publishes(grafana, 3000)
+
+
+def _promtool() -> str:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not on PATH: the Prometheus configuration and PromQL not checked")
+    return promtool
+
+
+def test_prometheus_config_with_promtool() -> None:
+    result = subprocess.run(
+        [_promtool(), "check", "config", "--syntax-only", str(PROMETHEUS_CONFIG)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- the Grafana dashboard -----------------------------------------------------------------
+
+
+@functools.cache
+def _dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
+
+
+def _dashboard_panels() -> list[dict[str, Any]]:
+    panels = []
+    for panel in _dashboard()["panels"]:
+        panels.append(panel)
+        panels.extend(panel.get("panels", []))  # a collapsed row holds its panels
+    return panels
+
+
+def _dashboard_queries() -> list[tuple[str, str, str]]:
+    """(where, PromQL, legend) of every panel target and query variable."""
+    queries = []
+    for panel in _dashboard_panels():
+        for target in panel.get("targets", []):
+            where = f"panel {panel['title']!r} {target['refId']}"
+            queries.append((where, target["expr"], target.get("legendFormat", "")))
+    for variable in _dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            query = variable["query"]
+            text = query["query"] if isinstance(query, dict) else query
+            match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", text)
+            assert match, f"variable {variable['name']}: {text!r}"
+            queries.append((f"variable {variable['name']}", match[1], f"{{{{{match[2]}}}}}"))
+    return queries
+
+
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+_PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset"}
+_PROMQL_WORDS |= {"bool", "and", "or", "unless", "inf", "nan"}
+
+
+def _promql_parts(expr: str) -> tuple[list[tuple[str, set[str]]], set[str]]:
+    """([(metric, labels matched)] of every selector, labels grouped by) of an expression."""
+    text = re.sub(r"\[[^\]]*\]", "", expr)  # range durations, $__rate_interval
+    grouping = {
+        label.strip() for labels in _GROUPING.findall(text) for label in labels.split(",")
+    } - {""}
+    text = _GROUPING.sub(" ", text)
+    selectors = []
+    for match in re.finditer(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?\s*(\()?", text):
+        name, matchers, call = match.groups()
+        if call or name in _PROMQL_WORDS:
+            continue  # a function or a keyword
+        labels = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers or ""))
+        selectors.append((name, labels))
+    return selectors, grouping
+
+
+@functools.cache
+def _served_metrics() -> dict[str, frozenset[str]]:
+    """Every sample name a node serves, with its label names.
+
+    A node runs in-process over the unit tests' fakes (as tests/unit/test_node_metrics.py
+    does), with one record that cannot be decoded so a dead letter has a reason, and its
+    registry is scraped with `generate_latest` while it owns its streams.
+    """
+    import dataclasses
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from framework.node.node import Node
+    from sessionizer.examples.weblog import WebSessions
+    from sessionizer.sinks import MemorySink
+    from state.store import VersionedMemory
+    from tests.unit.node_fakes import FakeLog, FakeRecord, node_config, parts, traffic_log
+    from tests.unit.test_node_metrics import FRAGMENTS, samples
+
+    streams = traffic_log(FRAGMENTS, 3)
+    first = sorted(streams)[0]
+    garbage = FakeRecord(first, 0, b"k", b"\xff\xfe not a fragment", 1)
+    streams[first] = [
+        dataclasses.replace(r, offset=i) for i, r in enumerate([garbage, *streams[first]])
+    ]
+    log = FakeLog(streams, per_poll=2)
+    scrapes: list[str] = []
+
+    def scrape(coordinator: Any) -> None:
+        # Poll 1 assigns the streams and the step after it publishes their figures.
+        if coordinator.polls == 3 and node.metrics is not None:
+            scrapes.append(generate_latest(node.metrics.registry).decode())
+
+    node = Node(
+        node_config(metrics_port=0, metrics_host="127.0.0.1"),
+        processor=WebSessions(),
+        parts=parts(log, MemorySink(), VersionedMemory(), log.caught_up, on_poll=scrape),
+    )
+    node.run()
+    assert scrapes, "the node ended before it was scraped"
+    served: dict[str, set[str]] = {}
+    for (name, labels), _ in samples(scrapes[0]).items():
+        served.setdefault(name, set()).update(label for label, _ in labels)
+    suffixes = {"counter": ["_total"], "gauge": [""], "histogram": ["_bucket", "_count", "_sum"]}
+    for family in text_string_to_metric_families(scrapes[0]):
+        for suffix in suffixes.get(family.type, []):
+            served.setdefault(family.name + suffix, set())
+    return {name: frozenset(labels) for name, labels in served.items()}
+
+
+def test_dashboard_is_grafana_dashboard_json() -> None:
+    dashboard = _dashboard()
+    assert isinstance(dashboard["schemaVersion"], int) and dashboard["schemaVersion"] >= 36
+    assert dashboard["title"] and re.fullmatch(r"[A-Za-z0-9_-]{1,40}", dashboard["uid"])
+    assert dashboard.get("id") is None, "an exported dashboard carries no database id"
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    datasource = variables["datasource"]
+    assert datasource["type"] == "datasource" and datasource["query"] == "prometheus"
+    expected_source = {"type": "prometheus", "uid": "${datasource}"}
+    ids, cells = set(), set()
+    for panel in _dashboard_panels():
+        where = f"panel {panel.get('title')!r}"
+        assert isinstance(panel["id"], int) and panel["id"] not in ids, f"{where}: id"
+        ids.add(panel["id"])
+        grid = panel["gridPos"]
+        assert all(isinstance(grid[k], int) for k in "hwxy"), where
+        assert grid["w"] >= 1 and grid["h"] >= 1 and grid["x"] + grid["w"] <= 24, where
+        columns = range(grid["x"], grid["x"] + grid["w"])
+        area = {(x, y) for x in columns for y in range(grid["y"], grid["y"] + grid["h"])}
+        assert not area & cells, f"{where} overlaps another panel"
+        cells |= area
+        if panel["type"] == "row":
+            continue
+        assert panel["type"] in {"timeseries", "stat", "gauge", "bargauge", "table"}, where
+        assert panel["title"] and panel["datasource"] == expected_source, where
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(refs) == len(set(refs)), f"{where}: refIds"
+        for target in panel["targets"]:
+            assert target["datasource"] == expected_source, where
+            assert target["expr"].strip(), where
+    for variable in variables.values():
+        if variable["type"] == "query":
+            assert variable["datasource"] == expected_source, variable["name"]
+    # Every $variable an expression uses is defined (or Grafana's own).
+    for where, expr, _ in _dashboard_queries():
+        for name in re.findall(r"\$\{?(\w+)", expr):
+            assert name in variables or name in GRAFANA_BUILTINS, f"{where}: ${name}"
+
+
+def test_dashboard_queries_only_what_a_node_serves() -> None:
+    served = _served_metrics()
+    used: set[str] = set()
+    quantiles = set()
+    for where, expr, legend in _dashboard_queries():
+        selectors, grouping = _promql_parts(expr)
+        assert selectors, f"{where}: no metric in {expr!r}"
+        labels: set[str] = set()
+        for name, matched in selectors:
+            assert name in served, f"{where}: a node serves no {name!r}"
+            assert matched <= served[name] | TARGET_LABELS, f"{where}: {name} has no {matched}"
+            labels |= served[name]
+            used.add(name)
+        assert grouping <= labels | TARGET_LABELS, f"{where}: grouped by unknown {grouping}"
+        shown = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
+        kept = grouping if grouping else labels | TARGET_LABELS
+        assert shown <= kept, f"{where}: legend {legend!r} names labels the query drops"
+        quantiles |= {float(q) for q in re.findall(r"histogram_quantile\(\s*([\d.]+)", expr)}
+    missing = DASHBOARD_MUST_QUERY - used
+    assert not missing, f"the dashboard shows nothing of {sorted(missing)}"
+    assert {0.5, 0.99} <= quantiles, "commit latency p50 and p99"
+
+
+def test_dashboard_queries_parse_with_promtool(tmp_path: Path) -> None:
+    promtool = _promtool()
+    values = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
+    rules = []
+    for i, (_, expr, _) in enumerate(_dashboard_queries()):
+        text = re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], ".*"), expr)
+        rules.append({"record": f"dashboard:query_{i}", "expr": text})
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_readme_documents_metrics_and_probes() -> None:
+    text = README.read_text()
+    node = _node_container()
+    port = _node_config(node["args"]).metrics_port
+    for needle in [
+        f"--metrics-port {port}",
+        "/healthz",
+        "/readyz",
+        "servicemonitor.yaml",
+        "grafana/sessionizer-node.json",
+        "prometheus/prometheus.yml",
+        "--profile monitoring",
+        METRICS_SERVICE,
+    ]:
+        assert needle in text, f"deploy/README.md does not mention {needle!r}"
