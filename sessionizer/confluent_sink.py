@@ -11,9 +11,7 @@ dead letter, a dead letter is sent again without its original value.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -22,10 +20,8 @@ from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    BrokerSink,
     DeadLetter,
-    UnsendableSession,
-    encode_session,
-    session_reference,
 )
 
 __all__ = ["ConfluentSink"]
@@ -33,7 +29,7 @@ __all__ = ["ConfluentSink"]
 _TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE,)
 
 
-class ConfluentSink:
+class ConfluentSink(BrokerSink):
     """Writes sessions to `sessions_topic` and dead letters to `deadletter_topic`."""
 
     def __init__(
@@ -47,11 +43,12 @@ class ConfluentSink:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        self.sessions_topic = sessions_topic
-        self.deadletter_topic = deadletter_topic
-        self.delivery_timeout = delivery_timeout
-        self.max_message_bytes = max_message_bytes
-        self.unsendable: Counter[str] = Counter()
+        super().__init__(
+            sessions_topic,
+            deadletter_topic,
+            delivery_timeout=delivery_timeout,
+            max_message_bytes=max_message_bytes,
+        )
         # Sessions in flight since the last flush, by session id (unique): a failed delivery
         # report is matched to its session by key. Dead letters (rare, keys not unique)
         # carry their own report callback instead.
@@ -70,20 +67,6 @@ class ConfluentSink:
                 "message.max.bytes": max_message_bytes + 64 * 1024,
             }
         )
-
-    def emit(self, session: FinishedSession) -> None:
-        """Send one finished session, or its reference dead letter if it can never be sent."""
-        try:
-            value = encode_session(session, max_bytes=self.max_message_bytes)
-        except UnsendableSession as exc:
-            self.unsendable[exc.reason] += 1
-            self.dead_letter(session_reference(session, exc.reason, exc.error))
-            return
-        self._send(self.sessions_topic, session.session_id.encode(), value, None, session)
-
-    def dead_letter(self, letter: DeadLetter) -> None:
-        """Send one dead letter."""
-        self._send(self.deadletter_topic, letter.key, letter.value, letter.headers(), letter)
 
     def flush(self) -> None:
         """Wait until every send since the last flush is acknowledged; else raise `SinkError`."""
@@ -152,17 +135,3 @@ class ConfluentSink:
     def _letter_delivered(self, error: KafkaError | None, letter: DeadLetter) -> None:
         if error is not None:
             self._failures.append((error, letter))
-
-    def _refused(self, item: FinishedSession | DeadLetter, error: str) -> None:
-        """Replace an item the broker can never take by one it can (never the same again)."""
-        if isinstance(item, FinishedSession):
-            self.unsendable["session-too-large"] += 1
-            self.dead_letter(session_reference(item, "session-too-large", error))
-        elif item.value is not None:
-            note = f"{item.error} [original value of {len(item.value)} bytes dropped: {error}]"
-            self.dead_letter(replace(item, error=note, value=None))
-        else:
-            raise SinkError(
-                f"stream {item.stream}: the dead letter of offset {item.offset} is refused even "
-                f"without its value ({error}); raise the dead-letter topic's max.message.bytes"
-            )

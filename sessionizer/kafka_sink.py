@@ -11,9 +11,7 @@ again without the original value, and `flush` goes on.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from kafka import KafkaProducer
@@ -24,10 +22,8 @@ from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    BrokerSink,
     DeadLetter,
-    UnsendableSession,
-    encode_session,
-    session_reference,
 )
 
 __all__ = ["KafkaSink"]
@@ -37,7 +33,7 @@ _TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 _REQUEST_SHARE = 0.5
 
 
-class KafkaSink:
+class KafkaSink(BrokerSink):
     """Writes sessions to `sessions_topic` and dead letters to `deadletter_topic`."""
 
     def __init__(
@@ -51,11 +47,12 @@ class KafkaSink:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        self.sessions_topic = sessions_topic
-        self.deadletter_topic = deadletter_topic
-        self.delivery_timeout = delivery_timeout
-        self.max_message_bytes = max_message_bytes
-        self.unsendable: Counter[str] = Counter()
+        super().__init__(
+            sessions_topic,
+            deadletter_topic,
+            delivery_timeout=delivery_timeout,
+            max_message_bytes=max_message_bytes,
+        )
         # What was sent since the last flush, with the item each send carried.
         self._pending: list[tuple[FutureRecordMetadata, FinishedSession | DeadLetter]] = []
         timeout_ms = int(delivery_timeout * 1000)
@@ -73,20 +70,6 @@ class KafkaSink:
             max_request_size=max_message_bytes + 64 * 1024,
             **(settings or {}),
         )
-
-    def emit(self, session: FinishedSession) -> None:
-        """Send one finished session, or its reference dead letter if it can never be sent."""
-        try:
-            value = encode_session(session, max_bytes=self.max_message_bytes)
-        except UnsendableSession as exc:
-            self.unsendable[exc.reason] += 1
-            self.dead_letter(session_reference(session, exc.reason, exc.error))
-            return
-        self._send(self.sessions_topic, session.session_id.encode(), value, None, session)
-
-    def dead_letter(self, letter: DeadLetter) -> None:
-        """Send one dead letter."""
-        self._send(self.deadletter_topic, letter.key, letter.value, letter.headers(), letter)
 
     def flush(self) -> None:
         """Wait until every send since the last flush is acknowledged by all in-sync replicas."""
@@ -137,21 +120,6 @@ class KafkaSink:
                 "rewound and replayed"
             ) from exc
         self._pending.append((future, item))
-
-    def _refused(self, item: FinishedSession | DeadLetter, error: str) -> None:
-        """Replace an item the broker can never take by one it can (never the same again)."""
-        if isinstance(item, FinishedSession):
-            self.unsendable["session-too-large"] += 1
-            self.dead_letter(session_reference(item, "session-too-large", error))
-        elif item.value is not None:
-            size = len(item.value)
-            note = f"{item.error} [original value of {size} bytes dropped: {error}]"
-            self.dead_letter(replace(item, error=note, value=None))
-        else:
-            raise SinkError(
-                f"stream {item.stream}: the dead letter of offset {item.offset} is refused even "
-                f"without its value ({error}); raise the dead-letter topic's max.message.bytes"
-            )
 
 
 def _too_large(future: FutureRecordMetadata) -> bool:

@@ -19,14 +19,17 @@ sink since the last successful `flush`.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Protocol, runtime_checkable
 
+from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "BrokerSink",
     "DeadLetter",
     "MemorySink",
     "SessionSink",
@@ -154,3 +157,65 @@ class MemorySink:
 
     def flush(self) -> None:
         """Nothing to wait for."""
+
+
+class BrokerSink(ABC):
+    """What the Kafka sinks of both client libraries share: topics, keys, and what stands in
+    for an item that can never be sent. Subclasses send and flush."""
+
+    def __init__(
+        self,
+        sessions_topic: str,
+        deadletter_topic: str,
+        *,
+        delivery_timeout: float,
+        max_message_bytes: int,
+    ) -> None:
+        self.sessions_topic = sessions_topic
+        self.deadletter_topic = deadletter_topic
+        self.delivery_timeout = delivery_timeout
+        self.max_message_bytes = max_message_bytes
+        self.unsendable: Counter[str] = Counter()
+
+    def emit(self, session: FinishedSession) -> None:
+        """Send one finished session, or its reference dead letter if it can never be sent."""
+        try:
+            value = encode_session(session, max_bytes=self.max_message_bytes)
+        except UnsendableSession as exc:
+            self.unsendable[exc.reason] += 1
+            self.dead_letter(session_reference(session, exc.reason, exc.error))
+            return
+        self._send(self.sessions_topic, session.session_id.encode(), value, None, session)
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        """Send one dead letter."""
+        self._send(self.deadletter_topic, letter.key, letter.value, letter.headers(), letter)
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Block until everything sent since the last flush is durable, else raise `SinkError`."""
+
+    @abstractmethod
+    def _send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        item: FinishedSession | DeadLetter,
+    ) -> None:
+        """Hand one record to the client; `_refused(item, ...)` if it can never take it."""
+
+    def _refused(self, item: FinishedSession | DeadLetter, error: str) -> None:
+        """Replace an item the broker can never take by one it can (never the same again)."""
+        if isinstance(item, FinishedSession):
+            self.unsendable["session-too-large"] += 1
+            self.dead_letter(session_reference(item, "session-too-large", error))
+        elif item.value is not None:
+            note = f"{item.error} [original value of {len(item.value)} bytes dropped: {error}]"
+            self.dead_letter(replace(item, error=note, value=None))
+        else:
+            raise SinkError(
+                f"stream {item.stream}: the dead letter of offset {item.offset} is refused even "
+                f"without its value ({error}); raise the dead-letter topic's max.message.bytes"
+            )
