@@ -7,9 +7,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import setproctitle
 from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 
+from framework.client_settings import hide_secret_arguments
 from framework.commands.options import common_parser
 from framework.errors import SessionizerError
 from framework.logging import configure_logging
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sessionizer` console script."""
     args = build_parser().parse_args(argv)
+    _hide_secrets_from_process_title()
     configure_logging(args.log_level)
     try:
         return int(args.run(args) or 0)
@@ -61,6 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _hide_secrets_from_process_title() -> None:
+    """`ps` shows a process's command line to every user: mask secret flag values there."""
+    masked = hide_secret_arguments(sys.argv)
+    if masked is not None:
+        setproctitle.setproctitle(" ".join(masked))
 
 
 if __name__ == "__main__":

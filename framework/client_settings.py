@@ -9,12 +9,19 @@ output or process titles: `redacted` is what may be shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from framework.errors import ConfigError
 
-__all__ = ["SECRET_MARKERS", "parse_zk_auth", "read_kafka_properties", "redacted"]
+__all__ = [
+    "SECRET_FLAGS",
+    "SECRET_MARKERS",
+    "hide_secret_arguments",
+    "parse_zk_auth",
+    "read_kafka_properties",
+    "redacted",
+]
 
 SECRET_MARKERS = ("password", "secret", "token", "sasl.jaas.config", "key.pem", "credentials")
 """A property whose name contains one of these is a secret."""
@@ -48,6 +55,24 @@ def redacted(properties: Mapping[str, str]) -> dict[str, str]:
         name: "***" if any(marker in name.lower() for marker in SECRET_MARKERS) else value
         for name, value in properties.items()
     }
+
+
+SECRET_FLAGS = ("--zk-auth",)
+"""Command-line flags whose value is a secret (prefer their environment variables)."""
+
+
+def hide_secret_arguments(argv: Sequence[str]) -> list[str] | None:
+    """`argv` with the values of `SECRET_FLAGS` masked, or None if it holds none."""
+    shown, hidden = list(argv), False
+    for index, argument in enumerate(shown):
+        for flag in SECRET_FLAGS:
+            if argument == flag and index + 1 < len(shown):
+                shown[index + 1] = "***"
+                hidden = True
+            elif argument.startswith(flag + "="):
+                shown[index] = flag + "=***"
+                hidden = True
+    return shown if hidden else None
 
 
 def parse_zk_auth(value: str) -> tuple[str, str]:

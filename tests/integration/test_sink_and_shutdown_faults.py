@@ -72,11 +72,13 @@ def _assert_exact(connection: ConnectionConfig, fragments: list[ParsedFragment])
     assert result.exact, result
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
     local_cluster: Callable[..., LocalCluster],
     app: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    client: str,
 ) -> None:
     """Sessions finished while the only broker is down fail to send; none may be committed past.
 
@@ -99,7 +101,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         zookeeper_client(cluster.zk_connect) as zk,
     ):
         for node in nodes:
-            group.start(node, "--delivery-timeout", "3")
+            group.start(node, "--delivery-timeout", "3", "--kafka-client", client)
         _produce(connection, fragments[:third], end=False)
         wait_for(lambda: _settled_alive(zk, connection, group, nodes), 120, "catch-up")
 
