@@ -1,37 +1,49 @@
-"""The README's processor example runs as written and sessionizes as it says."""
+"""The README's processor example and its test run as written, and sessionize as it says."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
-from sessionizer.engine import SessionEngine
+from framework.testkit import assert_batch, assert_exact, frag
 from sessionizer.processor import StreamProcessor
-from sessionizer.records import FinishedSession, Fragment, Watermark
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+MINUTE = 60_000
 
 
-def _python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+def _processor_blocks() -> list[str]:
+    """The Python blocks of the README's "Your own processor" section, in order."""
+    text = README.read_text()
+    section = text.split("## Your own processor", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+def readme_page_views() -> type[StreamProcessor]:
+    namespace: dict[str, Any] = {}
+    for block in _processor_blocks():
+        exec(compile(block, str(README), "exec"), namespace)
+    page_views: type[StreamProcessor] = namespace["PageViews"]
+    return page_views
+
+
+def test_the_readme_processor_comes_with_a_test_that_passes() -> None:
+    example, test = _processor_blocks()
+    assert "class PageViews(StreamProcessor)" in example
+    assert "from framework.testkit import" in test and "assert_exact(PageViews()" in test
+    assert len(test.strip().splitlines()) <= 4  # the import, a blank line, the input, the assert
+    assert issubclass(readme_page_views(), StreamProcessor)  # runs both blocks: the test passes
 
 
 def test_the_readme_processor_counts_pages_and_ends_on_unload() -> None:
-    namespace: dict = {}
-    for block in _python_blocks(README.read_text()):
-        exec(compile(block, str(README), "exec"), namespace)
-    page_views = namespace["PageViews"]
-    assert issubclass(page_views, StreamProcessor)
-
-    engine = SessionEngine("s.stream.0000", page_views())
-    minute = 60_000
-    records = [
-        Fragment(0, "v", 0, {"event": "view"}),
-        Fragment(1, "v", 1 * minute, {"event": "view"}),
-        Fragment(2, "v", 2 * minute, {"event": "unload"}),
-        Fragment(3, "v", 3 * minute, {"event": "view"}),
-        Watermark(4, 24 * 60 * minute, end_of_input=True),
+    page_views = readme_page_views()
+    visit = [
+        frag("v", 0, event="view"),
+        frag("v", 1 * MINUTE, event="view"),
+        frag("v", 2 * MINUTE, event="unload"),
+        frag("v", 3 * MINUTE, event="view"),
     ]
-    out = [o for r in records for o in engine.process(r)]
-    sessions = [o for o in out if isinstance(o, FinishedSession)]
-    assert [(s.fragments, s.result["pages"]) for s in sessions] == [(3, 3), (1, 1)]
+    result = assert_exact(page_views(), visit)
+    assert [(s.fragments, s.result["pages"]) for s in result.sessions] == [(3, 3), (1, 1)]
+    assert_batch(page_views(), visit)
