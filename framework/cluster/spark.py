@@ -4,8 +4,9 @@ No Spark distribution is downloaded: the master and the workers run from the
 jars the installed `pyspark` package ships (`<pyspark>/jars`), like the
 `pyspark` shell does.  Each daemon gets its own directory under the cluster
 directory (`spark-master/`, `spark-worker1/`, ...) with its `server.log`, a
-`spark-defaults.conf` it is started with, and for workers the `work/`
-directory where executors keep their logs and the jars the driver ships them.
+`spark-defaults.conf` it is started with, and for workers `work/` (each
+executor's stdout and stderr, `work/<app id>/<executor id>/`) and `local/`
+(executors' scratch space, where the jars the driver ships them land).
 The master is ready when its JSON status (`<web UI>/json/`) lists N ALIVE
 workers.  `cluster up --spark-workers N` records the daemons in `spark.json`
 next to the servers' `cluster.json`, so `cluster down` finds and stops them.
@@ -266,6 +267,7 @@ class SparkStandalone:
             f"SPARK_HOME={home}",  # workers build their executors' classpath from <home>/jars
             f"SPARK_SCALA_VERSION={_scala_version(home)}",
             f"SPARK_LOCAL_IP={self.host}",  # web UIs bind there too, not on every interface
+            f"SPARK_LOCAL_DIRS={directory / 'local'}",  # executors' scratch space and jars
         ]
         command = [
             "env", "-u", "SPARK_CONF_DIR", *environment,

@@ -44,7 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     parser.add_argument(
         "--master",
         default=env_default("SESSIONIZER_SPARK_MASTER", DEFAULT_MASTER),
-        help=f"Spark master URL [env: SESSIONIZER_SPARK_MASTER] (default: {DEFAULT_MASTER})",
+        help="Spark master URL: local[N], spark://HOST:PORT, yarn or k8s://https://HOST:PORT "
+        "(docs/spark.md); `cluster up --spark-workers N` exports one "
+        f"[env: SESSIONIZER_SPARK_MASTER] (default: {DEFAULT_MASTER})",
     )
     parser.add_argument(
         "--out",

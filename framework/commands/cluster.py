@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
 
 from framework.cluster import LocalCluster, running_cluster, stop_cluster_dir
+from framework.cluster.launcher import STATE_FILE
+from framework.cluster.security import ClusterSecurity
+from framework.cluster.spark import running_spark, start_spark_dir, stop_spark_dir
 from framework.commands.options import env_default
 
 __all__ = ["add_parser"]
@@ -27,6 +31,21 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     _dir_option(up)
     up.add_argument("--zookeepers", type=int, choices=[1, 3], default=1)
     up.add_argument("--brokers", type=int, choices=[1, 3], default=1)
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="Kafka listens with SASL_SSL (SCRAM-SHA-512, certificates made by keytool under "
+        "DIR/security) and ZooKeeper gets a digest identity for the app's ACLs; also prints "
+        "export SESSIONIZER_KAFKA_CONFIG=... and SESSIONIZER_ZK_AUTH=...",
+    )
+    up.add_argument(
+        "--spark-workers",
+        type=_worker_count,
+        default=0,
+        metavar="N",
+        help="also start a Spark standalone master and N workers (JVMs from pyspark's own jars) "
+        "and print export SESSIONIZER_SPARK_MASTER=spark://..., which `aggregate` then uses",
+    )
     up.set_defaults(run=run_up)
     down = actions.add_parser("down", parents=[common], help="stop the local cluster")
     _dir_option(down)
@@ -43,35 +62,97 @@ def _dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _print_exports(zk_connect: str, bootstrap: str) -> None:
+def _print_exports(
+    zk_connect: str, bootstrap: str, security: ClusterSecurity | None = None
+) -> None:
     print(f"export SESSIONIZER_ZK={shlex.quote(zk_connect)}")
     print(f"export SESSIONIZER_BOOTSTRAP={shlex.quote(bootstrap)}")
+    # The only place the ZooKeeper secret is shown: stdout, for `eval`.
+    for line in security.exports() if security is not None else []:
+        print(line)
+
+
+def _running_security(directory: Path) -> ClusterSecurity | None:
+    """The security material of the cluster running in `directory`, if it was started secure."""
+    try:
+        secure = json.loads((directory / STATE_FILE).read_text()).get("secure", False)
+    except (OSError, ValueError):
+        return None
+    return ClusterSecurity.load(directory) if secure else None
 
 
 def run_up(args: argparse.Namespace) -> int:
     """Start the cluster (or report the one already running in --dir)."""
     existing = running_cluster(args.dir)
     if existing is not None:
-        print(f"cluster already running in {args.dir}", file=sys.stderr)
-        _print_exports(existing["zk_connect"], existing["bootstrap"])
+        security = _running_security(args.dir)
+        kind = "secured" if security is not None else "open"
+        print(f"{kind} cluster already running in {args.dir}", file=sys.stderr)
+        if args.secure and security is None:
+            print(
+                "it was not started with --secure: `sessionizer cluster down` first",
+                file=sys.stderr,
+            )
+            return 1
+        _print_exports(existing["zk_connect"], existing["bootstrap"], security)
+        _spark_up(args)
         return 0
     stop_cluster_dir(args.dir)  # a half-dead earlier cluster: stop what is left of it
+    secured = " secured (SASL_SSL, SCRAM-SHA-512; ZooKeeper digest auth)" if args.secure else ""
     print(
-        f"starting {args.zookeepers} ZooKeeper and {args.brokers} Kafka server(s) in {args.dir}...",
+        f"starting {args.zookeepers} ZooKeeper and {args.brokers}{secured} Kafka server(s) "
+        f"in {args.dir}...",
         file=sys.stderr,
         flush=True,
     )
     cluster = LocalCluster(
-        args.dir, zookeepers=args.zookeepers, brokers=args.brokers, die_with_parent=False
+        args.dir,
+        zookeepers=args.zookeepers,
+        brokers=args.brokers,
+        die_with_parent=False,
+        secure=args.secure,
     )
     cluster.up()
     print(f"cluster up; logs under {cluster.directory}/*/server.log", file=sys.stderr)
-    _print_exports(cluster.zk_connect, cluster.bootstrap)
+    if cluster.security is not None:
+        print(
+            f"certificates, client properties and passwords (mode 0600) under "
+            f"{cluster.security.directory}",
+            file=sys.stderr,
+        )
+    _print_exports(cluster.zk_connect, cluster.bootstrap, cluster.security)
+    _spark_up(args)
     return 0
+
+
+def _worker_count(text: str) -> int:
+    count = int(text)
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {count}")
+    return count
+
+
+def _spark_up(args: argparse.Namespace) -> None:
+    """With --spark-workers, start the standalone Spark cluster; print its export if it runs."""
+    running = running_spark(args.dir)
+    if running is not None:
+        master = str(running["master_url"])
+        print(f"Spark already running at {master}", file=sys.stderr)
+    elif args.spark_workers:
+        print(
+            f"starting a Spark standalone master and {args.spark_workers} worker(s)...",
+            file=sys.stderr,
+            flush=True,
+        )
+        master, _ = start_spark_dir(args.dir, args.spark_workers)
+        print(f"Spark up at {master}; logs under {args.dir}/spark-*/server.log", file=sys.stderr)
+    else:
+        return
+    print(f"export SESSIONIZER_SPARK_MASTER={shlex.quote(master)}")
 
 
 def run_down(args: argparse.Namespace) -> int:
     """Stop the servers `cluster up` started in --dir."""
-    stopped = stop_cluster_dir(args.dir)
+    stopped = stop_spark_dir(args.dir) + stop_cluster_dir(args.dir)
     print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}", file=sys.stderr)
     return 0

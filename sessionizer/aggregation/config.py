@@ -18,6 +18,12 @@ DEFAULT_WATERMARK = "24 hours"
 """How far behind the largest `first_ts` seen a session may arrive and still be counted."""
 _INTERVAL = re.compile(r"[1-9][0-9]* (second|minute|hour|day|week)s?")
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgt]?", re.IGNORECASE)
+# The masters Spark 4 accepts: local[N|*][,F], local-cluster[..], a standalone master (or
+# several, for ZooKeeper-based recovery), YARN (from HADOOP_CONF_DIR), Kubernetes.
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|local-cluster\[[^\]]+\]"
+    r"|spark://[^\s/]+(:[0-9]+)?(,[^\s/]+(:[0-9]+)?)*|yarn|k8s://\S+"
+)
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,11 @@ class SparkSettings:
     def __post_init__(self) -> None:
         if not self.master.strip():
             raise ConfigError("the Spark master URL is empty: pass --master, e.g. local[2]")
+        if not _MASTER.fullmatch(self.master):
+            raise ConfigError(
+                f"{self.master!r} is not a Spark master URL: use local[*], local[N], "
+                "spark://HOST:PORT, yarn or k8s://https://HOST:PORT"
+            )
         if self.shuffle_partitions < 1:
             raise ConfigError(f"shuffle_partitions must be >= 1, got {self.shuffle_partitions}")
         if not _MEMORY.fullmatch(self.driver_memory):

@@ -115,7 +115,11 @@ def spark_session(settings: SparkSettings) -> Iterator[SparkSession]:
                 )
                 .getOrCreate()
             )
-            stderr_line(f"Spark started in {time.monotonic() - started:.1f}s")
+            context = spark.sparkContext
+            stderr_line(
+                f"Spark started in {time.monotonic() - started:.1f}s "
+                f"(application {context.applicationId} on {context.master})"
+            )
             yield spark
         finally:
             _stop(spark)
