@@ -111,14 +111,21 @@ def app() -> str:
 
 @pytest.fixture
 def local_cluster() -> Iterator[Callable[..., LocalCluster]]:
-    """Factory for dedicated clusters (e.g. 3 brokers to kill one); all stopped at test end."""
+    """Factory for dedicated clusters (e.g. 3 brokers to kill one); all stopped at test end.
+
+    `local_cluster(secure=True)` starts Kafka with a SASL_SSL listener and gives
+    the clients' settings as `cluster.client_properties`, `cluster.kafka_config_path`
+    and `cluster.zk_auth` (`framework.cluster.security`).
+    """
     with ExitStack() as stack:
         base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sessionizer-")))
 
-        def make(*, zookeepers: Literal[1, 3] = 1, brokers: Literal[0, 1, 3] = 1) -> LocalCluster:
+        def make(
+            *, zookeepers: Literal[1, 3] = 1, brokers: Literal[0, 1, 3] = 1, secure: bool = False
+        ) -> LocalCluster:
             directory = base / f"cluster{len(list(base.iterdir()))}"
             return stack.enter_context(
-                LocalCluster(directory, zookeepers=zookeepers, brokers=brokers)
+                LocalCluster(directory, zookeepers=zookeepers, brokers=brokers, secure=secure)
             )
 
         yield make

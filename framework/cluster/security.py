@@ -126,7 +126,11 @@ class ClusterSecurity:
         security = cls(
             directory,
             tuple(dict.fromkeys(h for h in hosts if h)),
-            {name: secrets.token_hex(16) for name in _PASSWORDS},
+            {
+                **{name: secrets.token_hex(16) for name in _PASSWORDS},
+                # SCRAM salts: random, and the same for every broker that formats its storage.
+                **{f"{key}_salt": secrets.token_hex(16) for key in ("kafka_admin", "kafka_client")},
+            },
         )
         security._make_certificates()
         _private_file(
@@ -250,7 +254,7 @@ class ClusterSecurity:
         """
         arguments = []
         for user, key in ((ADMIN_USER, "kafka_admin"), (CLIENT_USER, "kafka_client")):
-            salt = hashlib.sha256(f"{user}:{self.passwords[key]}:salt".encode()).digest()[:16]
+            salt = bytes.fromhex(self.passwords[f"{key}_salt"])
             salted = hashlib.pbkdf2_hmac(
                 "sha512", self.passwords[key].encode(), salt, _SCRAM_ITERATIONS
             )
