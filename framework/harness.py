@@ -72,7 +72,7 @@ def caught_up(client: KazooClient, connection: ConnectionConfig, streams: Iterab
     """Every stream's last committed read position is its end offset."""
     streams = list(streams)
     states = read_states(client, connection.paths, streams)
-    ends = end_offsets(connection.bootstrap, streams)
+    ends = end_offsets(connection.bootstrap, streams, connection.kafka_config)
     return all(states[s].committed_offset == ends[s] for s in streams)
 
 
@@ -112,7 +112,9 @@ class StateObserver:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        with zookeeper_client(self.connection.zk, timeout=30) as client:
+        with zookeeper_client(
+            self.connection.zk, auth=self.connection.zk_auth, timeout=30
+        ) as client:
             while not self._done.wait(0.05):
                 try:
                     states = read_states(client, self.connection.paths, self.streams)

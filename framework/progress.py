@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -12,6 +12,7 @@ from kazoo.exceptions import NoNodeError
 
 from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
+from framework.kafka_settings import kafka_python_settings
 from state.errors import CorruptStateError
 from state.record import StreamState
 
@@ -43,7 +44,9 @@ def read_states(
     return {stream: StreamState.decode(data, stream=stream) for stream, data in records.items()}
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
+def end_offsets(
+    bootstrap: str, topics: Iterable[str], properties: Mapping[str, str] | None = None
+) -> dict[str, int]:
     """The end offset (next offset to be written) of each single-partition topic."""
     partitions = [TopicPartition(topic, 0) for topic in topics]
     consumer = KafkaConsumer(
@@ -51,6 +54,7 @@ def end_offsets(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
         group_id=None,
         enable_auto_commit=False,
         client_id="sessionizer-status",
+        **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
     )
     try:
         ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)
@@ -67,7 +71,9 @@ def state_columns(
     def columns(streams: Sequence[str]) -> dict[str, dict[str, Any]]:
         records = read_records(client, connection.paths, streams)
         try:
-            ends: dict[str, int | None] = dict(end_offsets(connection.bootstrap, streams))
+            ends: dict[str, int | None] = dict(
+                end_offsets(connection.bootstrap, streams, connection.kafka_config)
+            )
         except KafkaError:
             ends = dict.fromkeys(streams)  # Kafka unreachable: show the ZooKeeper view
         return {

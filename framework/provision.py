@@ -39,7 +39,9 @@ def provision_streams(connection: ConnectionConfig, count: int, replication: int
     registry = connection.paths.active_streams
     with app_client(connection) as client:
         check_stream_count(client, registry, connection.app, count)
-        created = create_stream_topics(connection.bootstrap, plan)
+        created = create_stream_topics(
+            connection.bootstrap, plan, properties=connection.kafka_config
+        )
         ensure_app(client, connection.paths)
         register_streams(client, registry, connection.app, plan.stream_topics())
     return len(created)
@@ -80,7 +82,7 @@ def _check_stream(client: KazooClient, paths: AppPaths, stream: str) -> None:
 
 def _check_offset(connection: ConnectionConfig, stream: str, from_offset: int) -> None:
     try:
-        end = end_offsets(connection.bootstrap, [stream]).get(stream)
+        end = end_offsets(connection.bootstrap, [stream], connection.kafka_config).get(stream)
     except KafkaError as exc:
         raise ConfigError(
             f"cannot read the end offset of {stream} from Kafka at {connection.bootstrap} "

@@ -43,7 +43,8 @@ def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> Kafka
         )
     except KafkaError as exc:
         raise ProvisioningError(
-            f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up?"
+            f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up (and, for a "
+            "secured cluster, --kafka-config / SESSIONIZER_KAFKA_CONFIG right)?"
         ) from exc
 
 
