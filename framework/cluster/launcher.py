@@ -19,7 +19,7 @@ from typing import Literal
 import structlog
 
 from framework.cluster.artifacts import Artifacts, resolve_artifacts
-from framework.cluster.kafka import KafkaNode, broker_ids_serving, new_cluster_id
+from framework.cluster.kafka_server import KafkaNode, broker_ids_serving, new_cluster_id
 from framework.cluster.netns import exec_prefix, inside, namespace_exists
 from framework.cluster.process import (
     ServerProcess,
@@ -29,7 +29,7 @@ from framework.cluster.process import (
     wait_until,
 )
 from framework.cluster.security import ClusterSecurity
-from framework.cluster.zookeeper import ZooKeeperNode, zookeeper_mode
+from framework.cluster.zookeeper_server import ZooKeeperNode, zookeeper_mode
 from framework.errors import ClusterError, PortInUseError
 
 __all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]

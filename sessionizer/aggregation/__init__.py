@@ -17,7 +17,7 @@ from sessionizer.aggregation.figures import (
     LandingPage,
     format_table,
 )
-from sessionizer.aggregation.reference import aggregate_sessions, percentile
+from sessionizer.aggregation.python_figures import aggregate_sessions, percentile
 
 __all__ = [
     "NO_SITE",

@@ -43,7 +43,7 @@ from balancer.testing import (
     wait_for,
 )
 from framework.cluster import LocalCluster
-from framework.cluster.zookeeper import four_letter_word
+from framework.cluster.zookeeper_server import four_letter_word
 from framework.commands import status as status_command
 from state.errors import FencedError
 from state.zookeeper_store import ZooKeeperRecords

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from framework.cluster.process import pid_alive
-from framework.cluster.zookeeper import zookeeper_mode
+from framework.cluster.zookeeper_server import zookeeper_mode
 
 pytestmark = pytest.mark.integration
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from framework.cluster import LocalCluster
-from framework.cluster.kafka import broker_ids_serving
+from framework.cluster.kafka_server import broker_ids_serving
 from router.generator import generate_fragments
 from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer

@@ -22,7 +22,7 @@ from sessionizer.aggregation import (
 )
 from sessionizer.aggregation.chart import hourly_totals
 from sessionizer.aggregation.figures import HOUR_MS, hour_of
-from sessionizer.aggregation.reference import deduplicate, is_session, site_of
+from sessionizer.aggregation.python_figures import deduplicate, is_session, site_of
 
 T10 = int(datetime(2015, 5, 17, 10, tzinfo=UTC).timestamp() * 1000)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from framework.cluster import LocalCluster
-from framework.cluster.kafka import KafkaNode
+from framework.cluster.kafka_server import KafkaNode
 from framework.cluster.netns import LabPlan, exec_prefix
-from framework.cluster.zookeeper import ZooKeeperNode
+from framework.cluster.zookeeper_server import ZooKeeperNode
 from framework.errors import ClusterError
 
 PLAN = LabPlan("ab12cd", ("n1", "n2", "n3"))
