@@ -151,7 +151,8 @@ class Balancer:
         except KazooTimeoutError as exc:
             raise BalancerError(
                 f"node {self.config.consumer_id}: cannot reach ZooKeeper at "
-                f"{self.config.zk_hosts}; check the address (--zk / SESSIONIZER_ZK)"
+                f"{self.config.zk_hosts} within {self.config.session_timeout:g} s; "
+                "check the address"
             ) from exc
 
     def __enter__(self) -> Balancer:

@@ -39,10 +39,7 @@ class BalancerConfig:
 
     def __post_init__(self) -> None:
         if not self.zk_hosts:
-            raise ConfigError(
-                "no ZooKeeper address: pass --zk or set SESSIONIZER_ZK "
-                '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
-            )
+            raise ConfigError("no ZooKeeper address: zk_hosts is empty")
         self.paths.consumer(self.consumer_id)  # validates namespace, app and id
         if self.session_timeout <= 0:
             raise ConfigError(f"session_timeout must be > 0, got {self.session_timeout}")

@@ -102,8 +102,8 @@ def format_table(status: Mapping[str, Any]) -> str:
 def auth_line(app: str, auth: str) -> str:
     """Whether the app's znodes are protected, given the kind of the app root's ACL."""
     if auth == OPEN:
-        return f"app {app}: znodes open to anyone (no --zk-auth when it was created)"
-    return f"app {app}: znodes protected ({auth}): only the --zk-auth identity that created them"
+        return f"app {app}: znodes open to anyone (created without ZooKeeper authentication)"
+    return f"app {app}: znodes protected ({auth}): only the identity that created them"
 
 
 def _owner(row: Mapping[str, Any]) -> str:

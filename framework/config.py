@@ -32,15 +32,9 @@ class ConnectionConfig:
 
     def __post_init__(self) -> None:
         if not self.zk:
-            raise ConfigError(
-                "no ZooKeeper address: pass --zk or set SESSIONIZER_ZK "
-                '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
-            )
+            raise ConfigError("no ZooKeeper address: ConnectionConfig.zk is empty")
         if not self.bootstrap:
-            raise ConfigError(
-                "no Kafka bootstrap servers: pass --bootstrap or set SESSIONIZER_BOOTSTRAP "
-                '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
-            )
+            raise ConfigError("no Kafka bootstrap servers: ConnectionConfig.bootstrap is empty")
         # Imported here: router validates names, and config must stay import-light.
         from router.naming import validate_app
 

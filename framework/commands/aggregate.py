@@ -13,7 +13,7 @@ from types import FrameType
 
 from framework.client_settings import read_kafka_properties
 from framework.cluster.artifacts import resolve_artifacts
-from framework.commands.options import env_default
+from framework.commands.options import env_default, require_addresses
 from router.naming import sessions_topic
 
 __all__ = ["add_parser"]
@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         stderr_line,
     )
 
+    require_addresses(args, zk=False, bootstrap=True)
     job = AggregateJob(
         bootstrap=args.bootstrap or "",
         topic=sessions_topic(args.app),

@@ -1,4 +1,4 @@
-"""`sessionizer demo [--log FILE --format apache]`: the whole story on a fresh local cluster."""
+"""`sessionizer demo [--log FILE --format FORMAT]`: the whole story on a fresh local cluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from framework.demo import DemoPlan, run_demo, say
 from framework.errors import ConfigError
-from router.formats import FORMATS
+from router.formats import FORMATS, load_format
 
 __all__ = ["add_parser"]
 
@@ -27,7 +27,13 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
     parser.add_argument("--seed", type=int, default=1, help="seed of the generated traffic")
     parser.add_argument("--streams", type=int, default=16, help="number of streams (default 16)")
     parser.add_argument("--log", type=Path, help="replay this log file instead of generating")
-    parser.add_argument("--format", choices=FORMATS, default="apache", help="format of --log")
+    parser.add_argument(
+        "--format",
+        default="apache",
+        metavar="FORMAT",
+        help=f"format of --log: {', '.join(FORMATS)}, or MODULE:NAME for your own "
+        "(docs/routing.md; default: apache)",
+    )
     parser.add_argument(
         "--dir",
         type=Path,
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         seed=args.seed,
         log=args.log,
-        log_format=args.format,
+        log_format=load_format(args.format),  # a bad --format fails before any server starts
     )
     verification = run_demo(plan)
     say(verification.line())

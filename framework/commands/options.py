@@ -7,9 +7,22 @@ import os
 
 from framework.client_settings import read_kafka_properties
 from framework.config import DEFAULT_APP, ConnectionConfig
+from framework.errors import ConfigError
 from framework.transport import KAFKA_CLIENTS
 
-__all__ = ["common_parser", "connection_from_args", "env_default"]
+__all__ = ["common_parser", "connection_from_args", "env_default", "require_addresses"]
+
+_LOCAL = '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
+
+
+def require_addresses(args: argparse.Namespace, *, zk: bool = True, bootstrap: bool) -> None:
+    """Say which flag or variable is missing, the way a command-line user fixes it."""
+    if zk and not args.zk:
+        raise ConfigError(f"no ZooKeeper address: pass --zk or set SESSIONIZER_ZK {_LOCAL}")
+    if bootstrap and not getattr(args, "bootstrap", None):
+        raise ConfigError(
+            f"no Kafka bootstrap servers: pass --bootstrap or set SESSIONIZER_BOOTSTRAP {_LOCAL}"
+        )
 
 
 def env_default(variable: str, fallback: str | None = None) -> str | None:
@@ -68,6 +81,7 @@ def common_parser() -> argparse.ArgumentParser:
 
 def connection_from_args(args: argparse.Namespace) -> ConnectionConfig:
     """Build the validated connection config from parsed arguments."""
+    require_addresses(args, bootstrap=True)
     kafka_config = getattr(args, "kafka_config", None)
     return ConnectionConfig(
         zk=args.zk or "",

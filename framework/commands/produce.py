@@ -13,13 +13,16 @@ from typing import TextIO
 from framework.commands.options import connection_from_args
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
-from framework.zookeeper import zookeeper_client
-from router.errors import StreamCountMismatch
-from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS
+from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
-from router.producer import ProducerConfig, ProducerStats, StreamProducer
-from router.registry import recorded_stream_count
+from router.producer import (
+    DEFAULT_WATERMARK_INTERVAL_MS,
+    ProducerConfig,
+    ProducerStats,
+    StreamProducer,
+)
+from router.registry import app_stream_count
 
 __all__ = ["add_parser"]
 
@@ -30,11 +33,17 @@ def add_parser(subparsers: argparse._SubParsersAction, common: argparse.Argument
         "produce", parents=[common], help="parse a log file and route its fragments to streams"
     )
     produce.add_argument("file", help="input file, or - for standard input")
-    produce.add_argument("--format", required=True, choices=FORMATS)
+    produce.add_argument(
+        "--format",
+        required=True,
+        metavar="FORMAT",
+        help=f"input format: {', '.join(FORMATS)}, or MODULE:NAME for your own "
+        "(a Format, a Format class or a function line -> ParsedFragment; see docs/routing.md)",
+    )
     produce.add_argument(
         "--year",
         type=int,
-        default=DEFAULT_SYSLOG_YEAR,
+        default=None,
         help=f"year of syslog (sshd) lines, which carry none (default: {DEFAULT_SYSLOG_YEAR})",
     )
     _shared_options(produce)
@@ -56,10 +65,11 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--watermark-interval",
         type=float,
-        default=60.0,
+        default=DEFAULT_WATERMARK_INTERVAL_MS / 1000,
         metavar="SECONDS",
-        help="a stream whose event time lags the input's by more than this gets a "
-        "watermark, so its idle sessions still close (default: 60)",
+        help="no stream's event time lags the input's by more than this: a stream that "
+        "would gets a watermark, so its idle sessions still close "
+        f"(default: {DEFAULT_WATERMARK_INTERVAL_MS // 1000})",
     )
     parser.add_argument(
         "--streams",
@@ -75,15 +85,7 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> StreamP
         raise ConfigError(
             f"--watermark-interval must be > 0 seconds, got {args.watermark_interval}"
         )
-    expected = args.streams
-    with zookeeper_client(connection.zk) as client:
-        recorded = recorded_stream_count(client, connection.paths.active_streams)
-    if recorded is None:
-        raise ConfigError(
-            f"app {connection.app!r} has no streams; run `sessionizer streams create --count N`"
-        )
-    if expected is not None and expected != recorded:
-        raise StreamCountMismatch(connection.app, expected=recorded, configured=expected)
+    recorded = app_stream_count(connection, args.streams)
     interval_ms = max(1, round(args.watermark_interval * 1000))
     return StreamProducer(
         ProducerConfig(
@@ -92,6 +94,7 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> StreamP
             recorded,
             watermark_interval_ms=interval_ms,
             client_properties=connection.kafka_config,
+            transport=connection.kafka_client,
         )
     )
 
@@ -126,11 +129,12 @@ def _open_input(name: str) -> Iterator[TextIO]:
 def run_produce(args: argparse.Namespace) -> int:
     """Parse FILE and send every fragment; malformed lines are counted, not fatal."""
     connection = connection_from_args(args)
+    fmt = load_format(args.format)  # a bad --format fails before the cluster is touched
     with _open_input(args.file) as lines, _producer(connection, args) as producer:
         stats = produce_lines(
             producer,
             lines,
-            args.format,
+            fmt,
             year=args.year,
             end_of_input=args.end_of_input,
             progress=_progress,

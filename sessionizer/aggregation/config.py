@@ -40,10 +40,7 @@ class AggregateJob:
 
     def __post_init__(self) -> None:
         if not self.bootstrap:
-            raise ConfigError(
-                "no Kafka bootstrap servers: pass --bootstrap or set SESSIONIZER_BOOTSTRAP "
-                '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
-            )
+            raise ConfigError("no Kafka bootstrap servers: bootstrap is empty")
         if not self.topic:
             raise ConfigError(
                 "no topic to aggregate: give the app's sessions topic (<app>.sessions)"
