@@ -50,7 +50,7 @@ def snapshot(
     corrupt = quarantine.read_all(client, paths)
     names = sorted(set(_children(client, paths.active_streams)) | set(owners) | set(corrupt))
     by_member: dict[str, list[str]] = {member: [] for member in members}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         claim = owners.get(name, {})
         owner = claim.get("consumer")

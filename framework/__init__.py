@@ -8,7 +8,14 @@ effects).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees; at run time the names load lazily (below)
+    from framework.config import ConnectionConfig
+    from framework.errors import SessionizerError
+    from framework.node.config import NodeConfig
+    from framework.node.node import Node
+    from sessionizer.processor import StreamProcessor
 
 __all__ = ["ConnectionConfig", "Node", "NodeConfig", "SessionizerError", "StreamProcessor"]
 

@@ -111,7 +111,7 @@ class ConfluentSink(BrokerSink):
         while True:
             try:
                 self._producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=report
+                    topic, value=value, key=key, headers=_headers(headers), on_delivery=report
                 )
                 break
             except BufferError:  # the local queue is full: serve delivery reports, then retry
@@ -135,3 +135,10 @@ class ConfluentSink(BrokerSink):
     def _letter_delivered(self, error: KafkaError | None, letter: DeadLetter) -> None:
         if error is not None:
             self._failures.append((error, letter))
+
+
+def _headers(
+    headers: list[tuple[str, bytes]] | None,
+) -> list[tuple[str, str | bytes | None]] | None:
+    """Headers as confluent-kafka types them (a wider value type than ours)."""
+    return None if headers is None else list(headers)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from state.errors import CommitUncertainError, FencedError, StateError
 from state.record import DEFAULT_LIMIT_BYTES, StreamState
@@ -97,6 +97,15 @@ def _batches(encoded: list[tuple[str, bytes]]) -> list[list[tuple[str, bytes]]]:
     return [batch for batch in batches if batch]
 
 
+def _outcome(write: Callable[[str, Any], None], stream: str, payload: Any) -> StateError | None:
+    """Run one write; its `StateError`, or None if it went through."""
+    try:
+        write(stream, payload)
+    except StateError as exc:
+        return exc
+    return None
+
+
 class FencedStateStore:
     """A `StateStore` over `VersionedRecords`: one instance per node."""
 
@@ -134,7 +143,7 @@ class FencedStateStore:
         outcomes: dict[str, StateError | None] = {}
         if not isinstance(self.records, BatchedRecords) or len(states) < 2:
             for state in states:
-                outcomes[state.stream] = self._outcome(lambda s=state: self.commit(s.stream, s))
+                outcomes[state.stream] = _outcome(self.commit, state.stream, state)
             return outcomes
         encoded: list[tuple[str, bytes]] = []
         for state in states:
@@ -145,16 +154,8 @@ class FencedStateStore:
         for batch in _batches(encoded):
             if not self._write_batch(batch, outcomes):
                 for stream, data in batch:
-                    outcomes[stream] = self._outcome(lambda s=stream, d=data: self._write(s, d))
+                    outcomes[stream] = _outcome(self._write, stream, data)
         return outcomes
-
-    @staticmethod
-    def _outcome(write: Callable[[], None]) -> StateError | None:
-        try:
-            write()
-        except StateError as exc:
-            return exc
-        return None
 
     def _encoded(self, stream: str, state: StreamState) -> bytes:
         if self._expected.get(stream) is None:

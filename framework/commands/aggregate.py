@@ -19,7 +19,9 @@ from router.naming import sessions_topic
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `aggregate`."""
     from sessionizer.aggregation.config import DEFAULT_MASTER, DEFAULT_WATERMARK
 

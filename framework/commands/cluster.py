@@ -17,7 +17,9 @@ from framework.commands.options import env_default
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `cluster up` and `cluster down`."""
     parser = subparsers.add_parser("cluster", help="start or stop a local ZooKeeper + Kafka")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")

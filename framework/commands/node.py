@@ -12,7 +12,9 @@ from framework.node.runner import run_until_signalled
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `node`."""
     parser = subparsers.add_parser(
         "node",

@@ -11,7 +11,9 @@ from framework.sessions import read_sessions
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `sessions`."""
     parser = subparsers.add_parser(
         "sessions", parents=[common], help="print the finished sessions so far and exit"

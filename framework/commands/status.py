@@ -32,7 +32,8 @@ _REFRESH_SECONDS = 1.0
 
 
 def add_parser(
-    subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser | None = None
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser | None = None,
 ) -> None:
     """Register `status`."""
     parser = subparsers.add_parser(

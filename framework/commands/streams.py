@@ -16,7 +16,9 @@ from framework.provision import provision_streams, reset_stream
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `streams create` and `streams reset`."""
     parser = subparsers.add_parser("streams", help="provision the app's streams, or reset one")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -83,11 +84,11 @@ class ConfluentRecordSource:
             batches.setdefault(topic, []).append(
                 _Record(
                     topic,
-                    message.offset(),
+                    message.offset() or 0,  # None only on error messages, handled above
                     message.key(),
                     message.value(),
                     message.timestamp()[1],
-                    message.headers(),
+                    cast("list[tuple[str, bytes]] | None", message.headers()),
                 )
             )
         if outside:

@@ -101,18 +101,25 @@ def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
         sessions_topic(connection.app),
         deadletter_topic(connection.app),
     )
-    limits = {
-        "delivery_timeout": config.delivery_timeout,
-        "max_message_bytes": config.max_message_bytes,
-    }
+    timeout, largest = config.delivery_timeout, config.max_message_bytes
     if resolve_transport(connection.kafka_client) == "confluent":
         from sessionizer.confluent_sink import ConfluentSink
 
         return ConfluentSink(
-            *topics, client_id=client_id, settings=connection.kafka_config, **limits
+            *topics,
+            client_id=client_id,
+            settings=connection.kafka_config,
+            delivery_timeout=timeout,
+            max_message_bytes=largest,
         )
     settings = kafka_python_settings(connection.kafka_config, KafkaProducer.DEFAULT_CONFIG)
-    return KafkaSink(*topics, client_id=client_id, settings=settings, **limits)
+    return KafkaSink(
+        *topics,
+        client_id=client_id,
+        settings=settings,
+        delivery_timeout=timeout,
+        max_message_bytes=largest,
+    )
 
 
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:

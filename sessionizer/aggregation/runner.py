@@ -21,6 +21,7 @@ sessions arrived more than the watermark delay late (counted, and reported).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from framework.kafka_settings import kafka_python_settings
 from sessionizer.aggregation.chart import write_chart
@@ -113,9 +114,9 @@ def run_once(spark: SparkSession, job: AggregateJob, say: Say = stderr_line) -> 
     records = read_sessions_batch(spark, job.bootstrap, job.topic, job.client_properties)
     parsed = parse_records(records).persist()
     try:
-        records = parsed.count()
+        count = parsed.count()
         skipped = parsed.where("NOT is_session").count()
-        say(f"{records} records read, {skipped} not sessions (skipped)")
+        say(f"{count} records read, {skipped} not sessions (skipped)")
         return publish(spark, deduplicate(sessions_only(parsed)), job, say)
     finally:
         parsed.unpersist()
@@ -196,7 +197,8 @@ class StreamingAggregation:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the query ends (an available-now query ends by itself); True if it did."""
-        ended = self._guard(lambda query: query.awaitTermination(timeout))
+        seconds = None if timeout is None else max(1, math.ceil(timeout))
+        ended = self._guard(lambda query: query.awaitTermination(seconds))
         return bool(ended) if timeout is not None else True
 
     def stop(self) -> None:

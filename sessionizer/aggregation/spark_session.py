@@ -80,7 +80,7 @@ def spark_session(settings: SparkSettings) -> Iterator[SparkSession]:
     """
     active = SparkSession.getActiveSession()
     if active is not None:
-        if "spark-sql-kafka" not in active.conf.get("spark.jars", ""):
+        if "spark-sql-kafka" not in (active.conf.get("spark.jars", "") or ""):
             raise SparkSetupError(
                 "the active SparkSession has no Kafka source in spark.jars: stop it, or create it "
                 "with sessionizer.aggregation.spark_session()"
