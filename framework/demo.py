@@ -27,7 +27,7 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.verify import Verification, expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
-from router.formats import Format, parse_file
+from router.formats import FormatSpec, parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
@@ -56,7 +56,8 @@ class DemoPlan:
     sessions: int = 3000
     seed: int = 1
     log: Path | None = None
-    log_format: Format = "apache"
+    log_format: FormatSpec = "apache"
+    """The format of `log`: a `Format`, a built-in name or MODULE:NAME."""
     session_timeout: float = 4.0
     timeout: float = 600.0
 
@@ -154,7 +155,9 @@ def _input(plan: DemoPlan) -> list[ParsedFragment]:
     return parse_file(plan.log, plan.log_format)
 
 
-def _produce(connection: ConnectionConfig, streams: int, fragments: list, *, end: bool) -> None:
+def _produce(
+    connection: ConnectionConfig, streams: int, fragments: list[ParsedFragment], *, end: bool
+) -> None:
     with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, streams)) as producer:
         produce_fragments(producer, fragments, end_of_input=end)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal, TypeAlias, get_args
 
 from framework.errors import ConfigError, SessionizerError
 
 __all__ = [
+    "BUILTIN_REASONS",
+    "BuiltinReason",
+    "FormatError",
     "InvalidAppName",
     "MalformedLine",
     "MalformedReason",
@@ -14,12 +17,13 @@ __all__ = [
     "ProvisioningError",
     "RouterError",
     "StreamCountMismatch",
+    "StreamsNotCreated",
     "UndecodableReason",
     "UndecodableRecord",
 ]
 
 # The reason codes are counted per reason in `produce --json`; keep them short and stable.
-MalformedReason = Literal[
+BuiltinReason = Literal[
     "empty",
     "unparseable",
     "bad-timestamp",
@@ -29,6 +33,10 @@ MalformedReason = Literal[
     "missing-key",
     "unencodable",
 ]
+BUILTIN_REASONS: Final[tuple[BuiltinReason, ...]] = get_args(BuiltinReason)
+"""The codes of the built-in formats and the producer (docs/routing.md, "Input formats")."""
+MalformedReason: TypeAlias = str
+"""Open: a custom format's reasons are its own (by convention short, lower-case, hyphenated)."""
 
 # Why a Kafka record went to the dead-letter topic (docs/routing.md lists them); the node
 # writes the code in the dead letter's `reason` header, so keep them short and stable.
@@ -62,6 +70,10 @@ class MalformedLine(RouterError):
         super().__init__(f"malformed line ({reason}): {detail}" if detail else reason)
 
 
+class FormatError(RouterError, ConfigError):
+    """An input format (`--format NAME` or `MODULE:NAME`) cannot be found or loaded."""
+
+
 class UndecodableRecord(RouterError):
     """A Kafka record is not a fragment or watermark; it goes to the dead-letter topic."""
 
@@ -90,6 +102,14 @@ class StreamCountMismatch(RouterError, ConfigError):
             f"configured for {configured}; configure {expected} streams, or use a new app "
             f"name and run `sessionizer streams create --count {configured}` for it"
         )
+
+
+class StreamsNotCreated(RouterError, ConfigError):
+    """No stream count is recorded in ZooKeeper for the app: its streams were never created."""
+
+    def __init__(self, app: str) -> None:
+        self.app = app
+        super().__init__(f"app {app!r} has no streams; run `sessionizer streams create --count N`")
 
 
 class InvalidAppName(RouterError, ConfigError):

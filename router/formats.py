@@ -1,65 +1,113 @@
 """Turn one input line into a `ParsedFragment`, or reject it with a reason code.
 
-Formats (details and reason codes in docs/routing.md):
+A format is any `Format` (a `name` and `parse(line)`); `load_format` finds one
+by name or `MODULE:NAME` (`router.format_registry`).  Built-in formats (details
+and reason codes in docs/routing.md):
 
 - ``apache``: combined log format; key ``"<client ip>|<user agent>"``.
 - ``sshd``: syslog auth log, ``sshd[pid]`` lines only; key ``"<host>:<pid>"``.
 - ``jsonl``: one JSON object with ``"key"`` and ``"ts"``; key = ``"key"``.
+
+What every format shares is done here, once: the line ending and a leading
+byte-order mark are removed, and a blank line is rejected as ``empty``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Final, Literal, get_args
 
-from router.errors import MalformedLine
-from router.formats_apache import parse_apache, referrer_site
-from router.formats_jsonl import parse_jsonl
-from router.formats_sshd import DEFAULT_SYSLOG_YEAR, parse_sshd
+from router.errors import FormatError, MalformedLine
+from router.format_registry import (
+    BUILTIN_FORMATS,
+    FORMATS,
+    BuiltinFormat,
+    Format,
+    FormatSpec,
+    FunctionFormat,
+    LineParser,
+    load_format,
+)
+from router.formats_apache import referrer_site
+from router.formats_sshd import DEFAULT_SYSLOG_YEAR, SshdFormat
 from router.fragment import ParsedFragment
 
 __all__ = [
+    "BUILTIN_FORMATS",
     "DEFAULT_SYSLOG_YEAR",
     "FORMATS",
+    "BuiltinFormat",
     "Format",
+    "FormatSpec",
+    "FunctionFormat",
+    "LineParser",
     "ParsedFragment",
+    "line_parser",
+    "load_format",
     "parse_file",
     "parse_line",
     "referrer_site",
+    "with_year",
 ]
 
-Format = Literal["apache", "sshd", "jsonl"]
-FORMATS: Final[tuple[Format, ...]] = get_args(Format)
+
+def with_year(fmt: Format, year: int | None) -> Format:
+    """`fmt` dating classic syslog lines in `year`; only the built-in `sshd` has a year.
+
+    None keeps `fmt` as it is (the built-in `sshd` uses DEFAULT_SYSLOG_YEAR); other
+    formats ignore the year.
+    """
+    if year is None or not isinstance(fmt, SshdFormat):
+        return fmt
+    return dataclasses.replace(fmt, year=year)
 
 
-def parse_line(fmt: Format, line: str, *, year: int = DEFAULT_SYSLOG_YEAR) -> ParsedFragment:
-    """Parse one line of `fmt`; `year` (default DEFAULT_SYSLOG_YEAR) dates syslog lines only."""
-    # A trailing newline is part of reading a file, not of the record; a BOM only
-    # ever starts a file's first line.
-    text = line.removeprefix("\ufeff").rstrip("\r\n")
-    if not text.strip():
-        raise MalformedLine("empty", "blank line")
-    if fmt == "apache":
-        return parse_apache(text)
-    if fmt == "sshd":
-        return parse_sshd(text, year=year)
-    if fmt == "jsonl":
-        return parse_jsonl(text)
-    # A caller bug or a bad --format value, not a bad line: do not count it as a rejection.
-    raise ValueError(f"unknown input format {fmt!r}; expected one of {', '.join(FORMATS)}")
+def line_parser(fmt: FormatSpec, *, year: int | None = None) -> LineParser:
+    """A function parsing lines of `fmt` (loaded once, so errors in `fmt` come now)."""
+    loaded = with_year(load_format(fmt), year)
+    parse = loaded.parse
+
+    def parse_one(line: str) -> ParsedFragment:
+        # A trailing newline is part of reading a file, not of the record; a BOM only
+        # ever starts a file's first line.
+        text = line.removeprefix("\ufeff").rstrip("\r\n")
+        if not text.strip():
+            raise MalformedLine("empty", "blank line")
+        fragment = parse(text)
+        if not isinstance(fragment, ParsedFragment):
+            # A bug in the format, not a bad line: do not count it as a rejection.
+            raise FormatError(
+                f"input format {loaded.name!r} returned {type(fragment).__name__}, "
+                "not a ParsedFragment"
+            )
+        return fragment
+
+    return parse_one
 
 
-def parse_file(path: Path, fmt: Format, *, year: int = DEFAULT_SYSLOG_YEAR) -> list[ParsedFragment]:
+def parse_line(fmt: FormatSpec, line: str, *, year: int | None = None) -> ParsedFragment:
+    """Parse one line of `fmt` (a `Format`, a built-in name or MODULE:NAME).
+
+    `year` dates classic syslog lines of the built-in `sshd` format (None: its
+    own year, DEFAULT_SYSLOG_YEAR for `"sshd"`); other formats ignore it.  An
+    unknown format raises `FormatError`, never `MalformedLine`: it is a caller's
+    mistake, not a bad line.  To parse many lines, make a `line_parser` once.
+    """
+    return line_parser(fmt, year=year)(line)
+
+
+def parse_file(path: Path, fmt: FormatSpec, *, year: int | None = None) -> list[ParsedFragment]:
     """Every fragment a log file holds, in file order; malformed lines are skipped.
 
     For counting rejections by reason, feed the lines to `router.ingest` instead.
     """
+    parse = line_parser(fmt, year=year)
     fragments = []
-    # newline="": parse_line strips the line ending itself, as `produce` reads files.
+    # newline="": the parser strips the line ending itself, as `produce` reads files.
     with path.open(encoding="utf-8", errors="replace", newline="") as lines:
         for line in lines:
             try:
-                fragments.append(parse_line(fmt, line, year=year))
+                fragments.append(parse(line))
             except MalformedLine:
                 continue
     return fragments

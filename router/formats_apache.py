@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from router.errors import MalformedLine
 from router.fragment import MONTHS, ParsedFragment, epoch_ms
 
-__all__ = ["parse_apache", "referrer_site"]
+__all__ = ["ApacheFormat", "parse_apache", "referrer_site"]
 
 # A quoted field may contain backslash escapes (Apache writes `\"` inside the agent).
 _QUOTED = r'"((?:[^"\\]|\\.)*)"'
@@ -81,3 +81,16 @@ def parse_apache(line: str) -> ParsedFragment:
         "site": referrer_site(referrer),
     }
     return ParsedFragment(f"{match['ip']}|{agent}", timestamp_ms, fields)
+
+
+class ApacheFormat:
+    """The built-in `apache` format: `parse_apache` as a `router.formats.Format`."""
+
+    name = "apache"
+
+    def parse(self, line: str) -> ParsedFragment:
+        """Parse one combined-log-format line."""
+        return parse_apache(line)
+
+    def __repr__(self) -> str:
+        return "ApacheFormat()"

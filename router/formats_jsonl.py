@@ -9,7 +9,7 @@ from typing import Any
 from router.errors import MalformedLine
 from router.fragment import ParsedFragment, epoch_ms
 
-__all__ = ["parse_jsonl"]
+__all__ = ["JsonlFormat", "parse_jsonl"]
 
 
 def _timestamp(ts: Any) -> int:
@@ -47,3 +47,16 @@ def parse_jsonl(line: str) -> ParsedFragment:
     timestamp_ms = _timestamp(obj["ts"])
     fields = {name: value for name, value in obj.items() if name not in ("key", "ts")}
     return ParsedFragment(key, timestamp_ms, fields)
+
+
+class JsonlFormat:
+    """The built-in `jsonl` format: `parse_jsonl` as a `router.formats.Format`."""
+
+    name = "jsonl"
+
+    def parse(self, line: str) -> ParsedFragment:
+        """Parse one JSON object."""
+        return parse_jsonl(line)
+
+    def __repr__(self) -> str:
+        return "JsonlFormat()"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from router.errors import MalformedLine
 from router.fragment import MONTHS, ParsedFragment, epoch_ms
 
-__all__ = ["DEFAULT_SYSLOG_YEAR", "parse_sshd"]
+__all__ = ["DEFAULT_SYSLOG_YEAR", "SshdFormat", "parse_sshd"]
 
 DEFAULT_SYSLOG_YEAR = 2000
 """Year given to classic syslog timestamps, which carry none.
@@ -102,3 +103,15 @@ def parse_sshd(line: str, *, year: int = DEFAULT_SYSLOG_YEAR) -> ParsedFragment:
         "ip": _ip(message),
     }
     return ParsedFragment(f"{match['host']}:{match['pid']}", timestamp_ms, fields)
+
+
+@dataclass(frozen=True)
+class SshdFormat:
+    """The built-in `sshd` format: `parse_sshd` in a fixed `year`, as a `router.formats.Format`."""
+
+    year: int = DEFAULT_SYSLOG_YEAR
+    name = "sshd"  # not a dataclass field: the same name in every year
+
+    def parse(self, line: str) -> ParsedFragment:
+        """Parse one auth-log line; classic syslog times are UTC in `self.year`."""
+        return parse_sshd(line, year=self.year)

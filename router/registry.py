@@ -12,13 +12,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 
-from router.errors import ProvisioningError, StreamCountMismatch
+from framework.zookeeper import app_client
+from router.errors import ProvisioningError, StreamCountMismatch, StreamsNotCreated
 
-__all__ = ["check_stream_count", "recorded_stream_count", "register_streams"]
+if TYPE_CHECKING:
+    from framework.config import ConnectionConfig
+
+__all__ = [
+    "app_stream_count",
+    "check_stream_count",
+    "recorded_stream_count",
+    "register_streams",
+    "streams_for",
+]
 
 
 def recorded_stream_count(client: KazooClient, parent: str) -> int | None:
@@ -38,6 +49,30 @@ def check_stream_count(client: KazooClient, parent: str, app: str, configured: i
     if recorded is not None and recorded != configured:
         raise StreamCountMismatch(app, expected=recorded, configured=configured)
     return recorded
+
+
+def streams_for(client: KazooClient, parent: str, app: str, configured: int | None = None) -> int:
+    """The stream count a producer of `app` must route with: the one recorded under `parent`.
+
+    Raises `StreamsNotCreated` if none is recorded, and `StreamCountMismatch` if
+    `configured` (None: take the recorded count) differs from it.
+    """
+    recorded = recorded_stream_count(client, parent)
+    if recorded is None:
+        raise StreamsNotCreated(app)
+    if configured is not None and configured != recorded:
+        raise StreamCountMismatch(app, expected=recorded, configured=configured)
+    return recorded
+
+
+def app_stream_count(connection: ConnectionConfig, configured: int | None = None) -> int:
+    """`streams_for` through a short-lived ZooKeeper client of `connection` (with its auth).
+
+    What `sessionizer produce` and `generate` do before they send anything; build a
+    `StreamProducer` with the count it returns.
+    """
+    with app_client(connection) as client:
+        return streams_for(client, connection.paths.active_streams, connection.app, configured)
 
 
 def register_streams(client: KazooClient, parent: str, app: str, topics: Sequence[str]) -> None:

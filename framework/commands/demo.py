@@ -12,7 +12,9 @@ from router.formats import FORMATS, load_format
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `demo`."""
     parser = subparsers.add_parser(
         "demo",
