@@ -11,6 +11,7 @@ from router.errors import (
     StreamCountMismatch,
     UndecodableRecord,
 )
+from router.format_registry import load_format
 from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, Format, ParsedFragment, parse_line
 from router.generator import generate_fragments
 from router.hashing import hash64, jump_consistent_hash, stream_for_key
@@ -38,6 +39,7 @@ __all__ = [
     "generate_fragments",
     "hash64",
     "jump_consistent_hash",
+    "load_format",
     "parse_line",
     "sessions_topic",
     "stream_for_key",
