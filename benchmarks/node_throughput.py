@@ -1,16 +1,17 @@
-"""A node's fragments/s against a bare kafka-python consumer reading the same streams.
+"""A node's fragments/s against a bare consumer of the same Kafka client, for both clients.
 
     .venv/bin/python -m benchmarks.node_throughput [--sessions 60000] [--streams 16]
 
 Generated web traffic is produced once (with an end-of-input watermark).  Then,
-on the same topics from offset 0:
+on the same topics from offset 0, for kafka-python and for confluent-kafka:
 
-- bare consumer: one `KafkaConsumer` assigned every stream, polling until the
-  end offsets (the ceiling for this client: fetch + decode of records only);
-- node: one `sessionizer node` process with WebSessions, writing sessions to
-  Kafka and committing state to ZooKeeper, timed from its first claimed stream
-  to the moment every stream's committed read position is the end offset
-  (commit interval 0.2 s, so up to 0.2 s of the time is waiting for a commit).
+- bare consumer: one consumer assigned every stream, polling until the end
+  offsets (the ceiling for this client: fetch + decode of records only);
+- node: one `sessionizer node --kafka-client CLIENT` process with WebSessions,
+  writing sessions to Kafka and committing state to ZooKeeper, timed from its
+  first claimed stream to the moment every stream's committed read position is
+  the end offset (commit interval 0.2 s, so up to 0.2 s of the time is waiting
+  for a commit).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from balancer.testing import wait_for
 from benchmarks.common import print_table, progress, servers, write_json
+from benchmarks.measure import reset_app
 from framework.config import ConnectionConfig
 from framework.harness import NodeGroup, caught_up, streams_of
 from framework.progress import end_offsets
@@ -55,12 +57,32 @@ def _bare(bootstrap: str, streams: list[str]) -> tuple[int, float]:
         consumer.close()
 
 
-def _node(connection: ConnectionConfig, streams: list[str], directory: Path) -> float:
+def _bare_confluent(bootstrap: str, streams: list[str]) -> tuple[int, float]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+
+    ends = end_offsets(bootstrap, streams)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-bare",
+                         "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.assign([ConfluentPartition(s, 0, 0) for s in streams])
+        started, records, positions = time.perf_counter(), 0, dict.fromkeys(streams, 0)
+        while any(positions[s] < ends[s] for s in streams):
+            for message in consumer.consume(num_messages=2000, timeout=0.5):
+                if message.error() is None:
+                    records += 1
+                    positions[message.topic()] = message.offset() + 1
+        return records, time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def _node(connection: ConnectionConfig, streams: list[str], directory: Path, client: str) -> float:
     with (
         NodeGroup(connection, directory, WEBLOG) as group,
         zookeeper_client(connection.zk) as zk,
     ):
-        node = group.start("bench", "--commit-interval", "0.2")
+        node = group.start("bench", "--commit-interval", "0.2", "--kafka-client", client)
         wait_for(lambda: node.events("stream_resumed"), 60, "the node to claim streams")
         wait_for(lambda: caught_up(zk, connection, streams), 1800, "the node to catch up", 0.05)
         done = time.time()
@@ -85,17 +107,20 @@ def main(argv: list[str] | None = None) -> None:
                 producer, generate_fragments(args.sessions, seed=1), end_of_input=True
             )
         records = sum(end_offsets(cluster.bootstrap, streams).values())
-        progress(f"bare consumer: reading {records:,} records...")
-        read, bare_seconds = _bare(cluster.bootstrap, streams)
-        progress("node: sessionizing the same records...")
-        node_seconds = _node(connection, streams, Path(scratch))
-    rows = [
-        {"reader": "bare KafkaConsumer", "records": read, "seconds": bare_seconds,
-         "records_per_s": read / bare_seconds, "ratio_to_bare": 1.0},
-        {"reader": "sessionizer node", "records": records, "seconds": node_seconds,
-         "records_per_s": records / node_seconds,
-         "ratio_to_bare": (records / node_seconds) / (read / bare_seconds)},
-    ]  # fmt: skip
+        rows = []
+        for client, bare in (("kafka-python", _bare), ("confluent", _bare_confluent)):
+            progress(f"{client}: bare consumer reading {records:,} records...")
+            read, bare_seconds = bare(cluster.bootstrap, streams)
+            progress(f"{client}: a node sessionizing the same records...")
+            reset_app(connection, args.streams)
+            node_seconds = _node(connection, streams, Path(scratch) / client, client)
+            rows += [
+                {"reader": f"bare {client} consumer", "records": read, "seconds": bare_seconds,
+                 "records_per_s": read / bare_seconds, "ratio_to_bare": 1.0},
+                {"reader": f"node, {client}", "records": records, "seconds": node_seconds,
+                 "records_per_s": records / node_seconds,
+                 "ratio_to_bare": (records / node_seconds) / (read / bare_seconds)},
+            ]  # fmt: skip
     print(f"fragments {stats.sent:,} + watermarks = {records:,} records on {args.streams} streams")
     print_table(rows, ["reader", "records", "seconds", "records_per_s", "ratio_to_bare"])
     path = write_json("node_throughput", {"fragments": stats.sent, "results": rows})
