@@ -8,7 +8,7 @@ from typing import TypeVar
 import structlog
 
 from router.errors import MalformedLine
-from router.formats import DEFAULT_SYSLOG_YEAR, Format, parse_line
+from router.formats import FormatSpec, line_parser
 from router.fragment import ParsedFragment
 from router.producer import EncodedFragment, ProducerStats, StreamProducer
 
@@ -23,14 +23,17 @@ _PROGRESS_EVERY = 50_000
 def produce_lines(
     producer: StreamProducer,
     lines: Iterable[str],
-    fmt: Format,
+    fmt: FormatSpec,
     *,
-    year: int = DEFAULT_SYSLOG_YEAR,
+    year: int | None = None,
     end_of_input: bool = False,
     progress: Progress | None = None,
 ) -> ProducerStats:
-    """Parse and send every line; a malformed line is counted with its reason, never raised."""
-    encoded = _encoded(producer, lines, lambda line: parse_line(fmt, line, year=year))
+    """Parse and send every line; a malformed line is counted with its reason, never raised.
+
+    `fmt` is a `Format`, a built-in name or MODULE:NAME; `year` as for `parse_line`.
+    """
+    encoded = _encoded(producer, lines, line_parser(fmt, year=year))
     return _send_all(producer, encoded, end_of_input, progress)
 
 

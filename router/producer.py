@@ -1,27 +1,33 @@
-"""`StreamProducer`: routes fragments to their streams through kafka-python's `KafkaProducer`."""
+"""`StreamProducer`: routes fragments to their streams, plus watermarks, over either Kafka client.
+
+The client is `ProducerConfig.transport` (`auto`, the default, takes confluent-kafka
+when it is installed; `kafka-python` is the reference): `router.producer_transport`
+and `router.confluent_producer`. Routing, encoding (`router.wire`), the watermark
+policy (`router.watermarks`) and the counters are the same for both.
+"""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Literal, NamedTuple
 
-import structlog
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
 
 from framework.kafka_settings import kafka_python_settings
+from framework.transport import KAFKA_CLIENTS, KafkaClient
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
-from router.provisioning import verify_stream_topics
+from router.producer_transport import open_transport
+from router.watermarks import WatermarkPolicy
 from router.wire import Watermark, encode_fragment, encode_watermark
 
 __all__ = [
+    "DEFAULT_WATERMARK_INTERVAL_MS",
     "Compression",
     "EncodedFragment",
     "ProducerConfig",
@@ -30,12 +36,14 @@ __all__ = [
 ]
 
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
-_log = structlog.get_logger("sessionizer.producer")
+DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
+"""No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
+_ROUTE_CACHE_SIZE = 1 << 17  # session keys whose stream is remembered (cleared when full)
 
 
 @dataclass(frozen=True)
 class ProducerConfig:
-    """How the producer batches, compresses and marks time."""
+    """How the producer batches, compresses, marks time, and which Kafka client it uses."""
 
     bootstrap: str
     app: str
@@ -44,17 +52,21 @@ class ProducerConfig:
     batch_size: int = 256 * 1024
     compression: Compression = "lz4"
     # No stream's time may lag the producer's by more than this: a stream whose own
-    # latest event time is further behind gets a watermark.  Event time (not the
-    # wall clock) keeps replays identical.
-    watermark_interval_ms: int = 60_000
+    # latest record is further behind gets a watermark.  Event time (not the wall
+    # clock) keeps replays identical.
+    watermark_interval_ms: int = DEFAULT_WATERMARK_INTERVAL_MS
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Extra Kafka client properties by their standard names (security settings...)."""
+    transport: KafkaClient = "auto"
+    """`auto` (confluent-kafka when importable), `confluent` or `kafka-python`."""
 
     def __post_init__(self) -> None:
         if self.num_streams < 1:
             raise ValueError(f"num_streams must be >= 1, got {self.num_streams}")
         if self.watermark_interval_ms < 1:
             raise ValueError("watermark_interval_ms must be >= 1")
+        if self.transport not in KAFKA_CLIENTS:
+            raise ValueError(f"transport must be one of {KAFKA_CLIENTS}, got {self.transport!r}")
 
     def kafka_settings(self) -> dict[str, object]:
         """The `KafkaProducer` settings this config stands for (the benchmark reuses them)."""
@@ -69,9 +81,21 @@ class ProducerConfig:
             **kafka_python_settings(self.client_properties, KafkaProducer.DEFAULT_CONFIG),
         }
 
+    def confluent_settings(self) -> dict[str, object]:
+        """The same settings for confluent-kafka's `Producer` (the benchmark reuses them)."""
+        return {
+            **self.client_properties,
+            "bootstrap.servers": self.bootstrap,
+            "client.id": f"{self.app}-producer",
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": self.linger_ms,
+            "batch.size": self.batch_size,
+            "compression.type": self.compression,
+        }
 
-@dataclass(frozen=True, slots=True)
-class EncodedFragment:
+
+class EncodedFragment(NamedTuple):
     """A fragment ready to send: its stream index and record bytes."""
 
     stream: int
@@ -89,6 +113,8 @@ class ProducerStats:
     rejected: int = 0
     sent: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
+    watermarks: int = 0
+    """Watermark records written (not part of `produce --json`)."""
 
     def reject(self, reason: str) -> None:
         """Count one rejected line."""
@@ -111,84 +137,73 @@ class StreamProducer:
 
     `sent` counts fragments the brokers acknowledged (acks=all), settled at each
     `flush()`; `flush()` raises `ProduceFailed` if any send failed, so a caller
-    never reports a fragment as delivered that was not.
+    never reports a fragment as delivered that was not. Every stream topic's
+    metadata is fetched at once when the producer starts, so the first sends do
+    not wait for it one topic at a time.
     """
 
     def __init__(self, config: ProducerConfig, *, verify: bool = True) -> None:
         self.config = config
-        if verify:
-            verify_stream_topics(
-                config.bootstrap,
-                config.app,
-                config.num_streams,
-                properties=config.client_properties,
-            )
         self.stats = ProducerStats()
-        self._topics = [stream_name(config.app, i) for i in range(config.num_streams)]
-        self._lock = threading.Lock()  # the delivery callbacks run on kafka-python's thread
-        self._failures: list[str] = []
-        self._fragment_failures = 0
+        topics = [stream_name(config.app, i) for i in range(config.num_streams)]
+        self._policy = WatermarkPolicy(config.num_streams, config.watermark_interval_ms)
+        self._routes: dict[str, int] = {}
         self._unsettled = 0  # fragments sent since the last flush
-        self._stream_time_ms = -1
-        self._checked_ms: int | None = None  # producer time at the last lag check
-        self._stream_max_ms = [-1] * config.num_streams  # latest event time sent per stream
-        self._producer = KafkaProducer(**config.kafka_settings())
+        self._transport = open_transport(config, topics)
+        try:
+            self._transport.prepare(verify=verify)
+        except BaseException:
+            self._transport.close(timeout=0)
+            raise
+        self._send = self._transport.send
+        self._observe = self._policy.fragment  # -> the streams to watermark now
 
     def encode(self, fragment: ParsedFragment) -> EncodedFragment:
         """Route and encode a fragment; raises `MalformedLine("unencodable")`."""
         key, value = encode_fragment(fragment)
-        stream = stream_for_key(fragment.key, self.config.num_streams)
-        return EncodedFragment(stream, key, value, fragment.timestamp_ms)
+        return EncodedFragment(self._route(fragment.key), key, value, fragment.timestamp_ms)
 
     def send(self, fragment: ParsedFragment) -> None:
         """Send one fragment to its stream (asynchronously; see `flush`)."""
-        self.send_encoded(self.encode(fragment))
+        key, value = encode_fragment(fragment)
+        stream = self._routes.get(fragment.key)
+        if stream is None:
+            stream = self._route(fragment.key)
+        timestamp = fragment.timestamp_ms
+        self._send(stream, key, value, timestamp, None)
+        self._unsettled += 1
+        lagging = self._observe(stream, timestamp)
+        if lagging:
+            self.send_watermark(self._policy.clock_ms, streams=lagging)
 
     def send_encoded(self, fragment: EncodedFragment) -> None:
         """Send a fragment `encode` prepared."""
-        stream, key, value = fragment.stream, fragment.key, fragment.value
-        future = self._producer.send(
-            self._topics[stream],
-            key=key,
-            value=value,
-            partition=0,
-            timestamp_ms=fragment.timestamp_ms,
-        )
-        # No success callback: flush() settles every record, so `sent` is counted there;
-        # a per-record callback would contend with kafka-python's I/O thread.
-        future.add_errback(self._failed, self._topics[stream])
+        stream, key, value, timestamp = fragment
+        self._send(stream, key, value, timestamp, None)
         self._unsettled += 1
-        if fragment.timestamp_ms > self._stream_max_ms[stream]:
-            self._stream_max_ms[stream] = fragment.timestamp_ms
-        self._advance(fragment.timestamp_ms)
+        lagging = self._observe(stream, timestamp)
+        if lagging:
+            self.send_watermark(self._policy.clock_ms, streams=lagging)
 
     def send_watermark(
         self, timestamp_ms: int, *, end: bool = False, streams: Iterable[int] | None = None
     ) -> None:
         """Write a watermark record to the given streams (default: every stream)."""
         value, headers = encode_watermark(Watermark(timestamp_ms, end))
-        for stream in range(self.config.num_streams) if streams is None else streams:
-            topic = self._topics[stream]
-            future = self._producer.send(
-                topic, value=value, headers=headers, partition=0, timestamp_ms=timestamp_ms
-            )
-            future.add_errback(self._failed, topic, fragment=False)
-            self._stream_max_ms[stream] = max(self._stream_max_ms[stream], timestamp_ms)
+        send = self._send
+        targets = range(self.config.num_streams) if streams is None else streams
+        for stream in targets:
+            send(stream, None, value, timestamp_ms, headers)
+            self.stats.watermarks += 1
 
     def end_of_input(self) -> None:
         """Mark the end of bounded input on every stream and wait for delivery."""
-        self.send_watermark(max(self._stream_time_ms, 0), end=True)
+        self.send_watermark(max(self._policy.clock_ms, 0), end=True)
         self.flush()
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record is acknowledged; raise `ProduceFailed` if any failed."""
-        try:
-            self._producer.flush(timeout=timeout)
-        except KafkaError as exc:
-            raise ProduceFailed(self.config.app, f"flush did not complete: {exc}") from exc
-        with self._lock:
-            failures, self._failures = self._failures, []
-            fragment_failures, self._fragment_failures = self._fragment_failures, 0
+        fragment_failures, failures = self._transport.flush(timeout)
         self.stats.sent += self._unsettled - fragment_failures
         self._unsettled = 0
         if failures:
@@ -199,7 +214,7 @@ class StreamProducer:
         try:
             self.flush()
         finally:
-            self._producer.close()
+            self._transport.close()
 
     def __enter__(self) -> StreamProducer:
         return self
@@ -213,23 +228,13 @@ class StreamProducer:
         if exc_type is None:
             self.close()
         else:
-            self._producer.close(timeout=5)
+            self._transport.close(timeout=5)
 
-    def _advance(self, timestamp_ms: int) -> None:
-        if timestamp_ms <= self._stream_time_ms:
-            return
-        self._stream_time_ms = timestamp_ms
-        interval = self.config.watermark_interval_ms
-        if self._checked_ms is None:
-            self._checked_ms = timestamp_ms
-        elif timestamp_ms - self._checked_ms >= interval:
-            self._checked_ms = timestamp_ms
-            behind = [s for s, t in enumerate(self._stream_max_ms) if timestamp_ms - t > interval]
-            if behind:
-                self.send_watermark(timestamp_ms, streams=behind)
-
-    def _failed(self, topic: str, exc: BaseException, *, fragment: bool = True) -> None:
-        _log.warning("send_failed", topic=topic, error=str(exc))
-        with self._lock:
-            self._failures.append(f"{topic}: {exc}")
-            self._fragment_failures += fragment
+    def _route(self, key: str) -> int:
+        """The key's stream, remembered: a session's fragments come in runs of the same key."""
+        stream = self._routes.get(key)
+        if stream is None:
+            if len(self._routes) >= _ROUTE_CACHE_SIZE:
+                self._routes.clear()
+            stream = self._routes[key] = stream_for_key(key, self.config.num_streams)
+        return stream

@@ -27,7 +27,9 @@ from router.registry import app_stream_count
 __all__ = ["add_parser"]
 
 
-def add_parser(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     """Register `produce` and `generate`."""
     produce = subparsers.add_parser(
         "produce", parents=[common], help="parse a log file and route its fragments to streams"

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from router.errors import MalformedLine
+from router.errors import MalformedLine, ProduceFailed
 from router.formats import parse_line
+from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_index, stream_name
+from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from router.wire import Watermark, decode_record, encode_fragment
 from tests.integration.helpers import DATA, cli, cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 16
+CLIENTS = ("kafka-python", "confluent")
 
 
 def _expected(fmt: str, path) -> Counter:
@@ -31,6 +36,7 @@ def _expected(fmt: str, path) -> Counter:
     return fragments
 
 
+@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize(
     ("fmt", "name", "counts"),
     [
@@ -39,14 +45,16 @@ def _expected(fmt: str, path) -> Counter:
     ],
 )
 def test_every_fragment_lands_once_in_the_stream_the_contract_names(
-    zk_hosts: str, kafka_bootstrap: str, app: str, fmt: str, name: str, counts: dict
+    zk_hosts: str, kafka_bootstrap: str, app: str, fmt: str, name: str, counts: dict, client: str
 ) -> None:
+    """Both Kafka clients write the same records: every one decodes, fragments exactly once."""
     path = DATA / name
     if not path.exists():
         pytest.skip(f"the real log {path} is not present (it ships in ../shared/data)")
     conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
     cli_json("streams", "create", "--count", str(STREAMS), **conn)
-    stats = cli_json("produce", str(path), "--format", fmt, "--end-of-input", "--json", **conn)
+    options = ["--format", fmt, "--end-of-input", "--json", "--kafka-client", client]
+    stats = cli_json("produce", str(path), *options, **conn)
     assert {k: stats[k] for k in counts} == counts
     assert sum(stats["reasons"].values()) == counts["rejected"]
 
@@ -119,14 +127,16 @@ def test_malformed_jsonl_lines_are_counted_by_reason_and_never_crash(
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("client", CLIENTS)
 def test_watermark_interval_sets_how_far_a_stream_may_lag_before_a_watermark(
-    zk_hosts: str, kafka_bootstrap: str, app: str
+    zk_hosts: str, kafka_bootstrap: str, app: str, client: str
 ) -> None:
     watermarks = {}
     for interval in ("60", "3600"):
         conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": f"{app}-w{interval}"}
         cli_json("streams", "create", "--count", "8", **conn)
         options = ["--sessions", "300", "--watermark-interval", interval, "--json"]
+        options += ["--kafka-client", client]
         cli_json("generate", *options, **conn)
         records = read_topics(kafka_bootstrap, [stream_name(conn["app"], i) for i in range(8)])
         watermarks[interval] = sum(
@@ -135,3 +145,32 @@ def test_watermark_interval_sets_how_far_a_stream_may_lag_before_a_watermark(
             for r in batch
         )
     assert 0 < watermarks["3600"] < watermarks["60"]
+
+
+def _key_on(stream: int, streams: int) -> str:
+    return next(k for i in range(10_000) if stream_for_key(k := f"key-{i}", streams) == stream)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_record_the_broker_refuses_fails_the_flush_and_is_not_counted_sent(
+    zk_hosts: str, kafka_bootstrap: str, app: str, client: str
+) -> None:
+    conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "2", **conn)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:  # stream 1 takes no record batch over 2,000 bytes
+        limit = {"max.message.bytes": "2000"}
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, stream_name(app, 1), limit)])
+    finally:
+        admin.close()
+    config = ProducerConfig(kafka_bootstrap, app, 2, transport=client)  # type: ignore[arg-type]
+    producer = StreamProducer(config)
+    try:
+        producer.send(ParsedFragment(_key_on(0, 2), 1_000, {"page": "/"}))
+        blob = random.Random(1).randbytes(4_000).hex()  # 8,000 bytes that lz4 cannot shrink
+        producer.send(ParsedFragment(_key_on(1, 2), 2_000, {"blob": blob}))
+        with pytest.raises(ProduceFailed, match="1 sends failed"):
+            producer.flush(timeout=60)
+        assert producer.stats.sent == 1
+    finally:
+        producer.close()

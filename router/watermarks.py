@@ -1,0 +1,87 @@
+"""Which streams get a watermark record, and when: a deterministic policy on event time only.
+
+The producer's **clock** is the largest event time it has sent. A stream's time is
+the latest event time among its own records (fragments and watermarks). The
+policy keeps every stream within `interval_ms` of the clock and writes as few
+watermarks as that allows: a stream gets a watermark (at the clock) only at the
+first clock advance that would leave it more than `interval_ms` behind, so a
+stream that carries traffic at least once an interval never gets one, and an
+idle stream gets exactly one per interval. It reads no wall clock: the same
+input always gives the same watermarks at the same places, so a replay is
+identical.
+
+Cost: one comparison per fragment, plus a heap operation per stream and interval
+of event time (the streams' deadlines are kept in a heap ordered by when each
+would fall behind).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+__all__ = ["WatermarkPolicy"]
+
+_NONE: Sequence[int] = ()
+
+
+class WatermarkPolicy:
+    """Feed it every fragment's (stream, event time); it names the streams that lag."""
+
+    __slots__ = ("_deadlines", "_interval", "_latest", "clock_ms")
+
+    def __init__(self, num_streams: int, interval_ms: int) -> None:
+        if num_streams < 1:
+            raise ValueError(f"num_streams must be >= 1, got {num_streams}")
+        if interval_ms < 1:
+            raise ValueError(f"interval_ms must be >= 1, got {interval_ms}")
+        self._interval = interval_ms
+        self.clock_ms = -1
+        """The producer's clock: the largest event time seen (-1 before the first)."""
+        self._latest = [-1] * num_streams  # each stream's time: its latest record
+        self._deadlines: list[tuple[int, int]] = []  # (time the stream would fall behind, stream)
+
+    def stream_time(self, stream: int) -> int:
+        """A stream's time as a node will see it: its latest fragment or watermark."""
+        return self._latest[stream]
+
+    def fragment(self, stream: int, timestamp_ms: int) -> Sequence[int]:
+        """Record a fragment sent to `stream`; return the streams to send a watermark now.
+
+        The watermark's time is `clock_ms` (already advanced to this fragment's time
+        when it moved the clock); the returned streams count as being at that time.
+        """
+        latest = self._latest
+        if timestamp_ms > latest[stream]:
+            latest[stream] = timestamp_ms
+        if timestamp_ms <= self.clock_ms:
+            return _NONE
+        if self.clock_ms < 0:
+            self._start(timestamp_ms)
+            return _NONE
+        self.clock_ms = timestamp_ms
+        deadlines = self._deadlines
+        if deadlines[0][0] >= timestamp_ms:
+            return _NONE
+        return self._lagging(timestamp_ms)
+
+    def _start(self, timestamp_ms: int) -> None:
+        """The first event time starts every stream's clock: none lags before any time passed."""
+        self.clock_ms = timestamp_ms
+        self._latest = [max(t, timestamp_ms) for t in self._latest]
+        self._deadlines = [(timestamp_ms + self._interval, s) for s in range(len(self._latest))]
+
+    def _lagging(self, clock_ms: int) -> list[int]:
+        """Pop the streams now more than an interval behind; they get a watermark at the clock."""
+        deadlines, latest, interval = self._deadlines, self._latest, self._interval
+        due: list[int] = []
+        while deadlines[0][0] < clock_ms:
+            _, stream = deadlines[0]
+            deadline = latest[stream] + interval
+            if deadline < clock_ms:  # nothing within an interval: a watermark
+                due.append(stream)
+                latest[stream] = clock_ms
+                deadline = clock_ms + interval
+            heapq.heapreplace(deadlines, (deadline, stream))
+        due.sort()
+        return due

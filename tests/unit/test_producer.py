@@ -1,0 +1,153 @@
+"""`StreamProducer` over a fake transport: records, watermarks, counters, errors, client choice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+import router.producer as producer_module
+from router.errors import MalformedLine, ProduceFailed
+from router.fragment import ParsedFragment
+from router.generator import generate_fragments
+from router.hashing import stream_for_key
+from router.ingest import produce_fragments
+from router.producer import ProducerConfig, StreamProducer
+from router.wire import Watermark, decode_record, encode_fragment
+
+STREAMS = 8
+MINUTE = 60_000
+
+
+@dataclass
+class FakeTransport:
+    """Records what `StreamProducer` sends; fails the records it is told to."""
+
+    records: list[tuple[int, bytes | None, bytes, int, object]] = field(default_factory=list)
+    fail_streams: set[int] = field(default_factory=set)
+    prepared: list[bool] = field(default_factory=list)
+    closed: bool = False
+    _failed: list[str] = field(default_factory=list)
+    _fragments_failed: int = 0
+
+    def prepare(self, *, verify: bool) -> None:
+        self.prepared.append(verify)
+
+    def send(
+        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
+    ) -> None:
+        self.records.append((stream, key, value, timestamp_ms, headers))
+        if stream in self.fail_streams:
+            self._failed.append(f"stream {stream}: broker said no")
+            self._fragments_failed += key is not None
+
+    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
+        failed, self._failed = self._failed, []
+        fragments, self._fragments_failed = self._fragments_failed, 0
+        return fragments, failed
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def transport(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTransport]:
+    fake = FakeTransport()
+    monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
+    yield fake
+
+
+def _config(**overrides: object) -> ProducerConfig:
+    return ProducerConfig("localhost:9092", "app", STREAMS, **overrides)  # type: ignore[arg-type]
+
+
+def test_fragments_go_to_their_stream_with_the_wire_bytes_and_event_time(
+    transport: FakeTransport,
+) -> None:
+    fragments = list(generate_fragments(50, seed=3))
+    with StreamProducer(_config()) as producer:
+        for fragment in fragments:
+            producer.send(fragment)
+    assert transport.prepared == [True] and transport.closed
+    sent = [r for r in transport.records if r[1] is not None]
+    assert len(sent) == len(fragments) == producer.stats.sent
+    for fragment, (stream, key, value, timestamp, headers) in zip(fragments, sent, strict=True):
+        assert stream == stream_for_key(fragment.key, STREAMS)
+        assert (key, value) == encode_fragment(fragment)
+        assert timestamp == fragment.timestamp_ms and headers is None
+        assert decode_record(key, value, headers, timestamp) == fragment
+
+
+def test_watermarks_are_wire_watermarks_at_the_clock_to_lagging_streams_only(
+    transport: FakeTransport,
+) -> None:
+    # Stream of "a" gets a fragment every 10 s for 10 minutes; every other stream idles.
+    busy = stream_for_key("a", STREAMS)
+    with StreamProducer(_config(watermark_interval_ms=MINUTE)) as producer:
+        for t in range(0, 600_001, 10_000):
+            producer.send(ParsedFragment("a", 1_000_000 + t, {"n": t}))
+        producer.end_of_input()
+    marks = [r for r in transport.records if r[1] is None]
+    decoded = [decode_record(None, value, headers, ts) for _, _, value, ts, headers in marks]
+    assert all(isinstance(w, Watermark) for w in decoded)
+    assert all(stream != busy for stream, *_ in marks[:-STREAMS])
+    regular = [(s, w.timestamp_ms) for (s, *_), w in zip(marks, decoded, strict=True) if not w.end]
+    idle = [s for s in range(STREAMS) if s != busy]
+    expected_times = range(1_070_000, 1_600_001, 70_000)
+    assert sorted(regular) == sorted((s, t) for t in expected_times for s in idle)
+    ends = decoded[-STREAMS:]
+    assert ends == [Watermark(1_600_000, end=True)] * STREAMS
+    assert producer.stats.watermarks == len(marks)
+
+
+def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(transport: FakeTransport) -> None:
+    fragments = list(generate_fragments(40, seed=5))
+    transport.fail_streams = {stream_for_key(fragments[0].key, STREAMS)}
+    failing = sum(stream_for_key(f.key, STREAMS) in transport.fail_streams for f in fragments)
+    producer = StreamProducer(_config())
+    for fragment in fragments:
+        producer.send(fragment)
+    with pytest.raises(ProduceFailed, match="sends failed"):
+        producer.flush()
+    assert producer.stats.sent == len(fragments) - failing
+
+
+def test_ingest_counts_and_rejects_through_either_entry_point(transport: FakeTransport) -> None:
+    good = ParsedFragment("k", 1_000, {"a": 1})
+    bad = ParsedFragment("k", 2_000, {1: "not a string name"})  # type: ignore[dict-item]
+    producer = StreamProducer(_config())
+    with pytest.raises(MalformedLine):
+        producer.encode(bad)
+    stats = produce_fragments(producer, [good, bad, good], end_of_input=True)
+    assert stats.as_dict() == {
+        "read": 3, "parsed": 2, "rejected": 1, "sent": 2, "reasons": {"unencodable": 1},
+    }  # fmt: skip
+
+
+def test_the_config_names_a_client_and_carries_the_same_settings_for_both() -> None:
+    config = _config(transport="confluent", client_properties={"security.protocol": "SSL"})
+    settings = config.confluent_settings()
+    assert settings["acks"] == "all" and settings["enable.idempotence"] is True
+    assert settings["linger.ms"] == config.linger_ms and settings["batch.size"] == config.batch_size
+    assert settings["compression.type"] == "lz4" and settings["security.protocol"] == "SSL"
+    assert config.kafka_settings()["security_protocol"] == "SSL"
+    with pytest.raises(ValueError, match="transport"):
+        _config(transport="librdkafka")
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [("kafka-python", "KafkaPythonTransport"), ("confluent", "ConfluentTransport")],
+)
+def test_the_transport_follows_the_configured_client(
+    monkeypatch: pytest.MonkeyPatch, choice: str, expected: str
+) -> None:
+    import router.confluent_producer as confluent
+    import router.producer_transport as transports
+
+    made: list[str] = []
+    for module, name in ((transports, "KafkaPythonTransport"), (confluent, "ConfluentTransport")):
+        monkeypatch.setattr(module, name, lambda config, topics, name=name: made.append(name))
+    transports.open_transport(_config(transport=choice), ["app.stream.0000"])
+    assert made == [expected]
