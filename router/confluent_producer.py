@@ -92,8 +92,11 @@ class ConfluentTransport:
         return fragments, failures
 
     def close(self, timeout: float | None = None) -> None:
-        """Wait (up to `timeout`, default: until delivered or failed) for what is queued."""
+        """Wait (up to `timeout`, default: until delivered or failed) for what is queued, then
+        stop librdkafka's threads (left running, they retry a gone broker for ever)."""
         self._producer.flush(-1 if timeout is None else timeout)
+        self._producer.purge()  # what a timeout left queued is not waited for again
+        self._producer.close()
 
     def _send_when_room(
         self,

@@ -95,6 +95,8 @@ class ConfluentSink(BrokerSink):
     def close(self) -> None:
         """Wait briefly for what is still queued (the caller flushed first)."""
         self._producer.flush(min(self.delivery_timeout, 5.0))
+        self._producer.purge()  # unconfirmed output: its streams' state was not committed
+        self._producer.close()
 
     def _send(
         self,
