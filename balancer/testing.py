@@ -80,15 +80,20 @@ def claims_by_owner(client: KazooClient, paths: AppPaths) -> dict[str, set[str]]
 def balanced(
     client: KazooClient, paths: AppPaths, members: Iterable[str], streams: int
 ) -> dict[str, set[str]] | None:
-    """The claims if every stream is claimed by one of `members` with a spread <= 1, else None."""
+    """The claims if every stream is claimed by one of `members` with a spread <= 1, else None.
+
+    None too while no member has created the layout yet (it is made by the first to start).
+    """
     expected = set(members)
-    owners = claims_by_owner(client, paths)
+    try:
+        owners = claims_by_owner(client, paths)
+        consumers = set(client.get_children(paths.active_consumers))
+    except NoNodeError:
+        return None
     counts = [len(owners.get(m, ())) for m in expected]
     if set(owners) - expected or sum(counts) != streams or max(counts) - min(counts) > 1:
         return None
-    if set(client.get_children(paths.active_consumers)) != expected:
-        return None
-    return owners
+    return owners if consumers == expected else None
 
 
 @dataclass
