@@ -39,8 +39,8 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from balancer.paths import AppPaths
-from balancer.testing import MemberGroup, balanced, provision_streams, stream_names
 from framework.cluster import LocalCluster
+from framework.testing.members import MemberGroup, balanced, provision_streams, stream_names
 
 __all__ = ["main"]
 

@@ -36,7 +36,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from balancer.testing import claims_by_owner
 from benchmarks.common import progress
 from benchmarks.measure import (
     BenchCluster,
@@ -50,10 +49,11 @@ from benchmarks.nodes_vs_bare import WEBLOG, new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, streams_of
 from framework.progress import end_offsets
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.members import claims_by_owner
+from framework.testing.nodes import NodeGroup, streams_of
 from framework.verify import verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment

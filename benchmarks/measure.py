@@ -32,12 +32,12 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from balancer.testing import balanced
 from benchmarks.common import progress, write_json
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
 from framework.logging import configure_logging
 from framework.provision import provision_streams
+from framework.testing.members import balanced
 from framework.zookeeper import zookeeper_client
 from state.record import StreamState
 

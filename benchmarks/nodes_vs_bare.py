@@ -56,8 +56,8 @@ from benchmarks.measure import (
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, streams_of
 from framework.progress import end_offsets
+from framework.testing.nodes import NodeGroup, streams_of
 from framework.verify import verify_sessions
 from router.naming import sessions_topic
 

@@ -70,9 +70,9 @@ from benchmarks.measure import (
 from benchmarks.nodes_vs_bare import new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
-from framework.harness import streams_of
 from framework.progress import end_offsets
 from framework.provision import provision_streams
+from framework.testing.nodes import streams_of
 from framework.transport import Transport
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key

@@ -29,7 +29,7 @@ from benchmarks.measure import BenchCluster, bench_cluster, delete_app, load_ave
 from benchmarks.nodes_vs_bare import new_connection, run_bare, run_nodes
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Workload, load, produce
-from framework.harness import streams_of
+from framework.testing.nodes import streams_of
 
 __all__ = ["main"]
 

@@ -27,8 +27,9 @@ from pyspark.sql import SparkSession
 from framework.cli import main
 from framework.cluster import resolve_artifacts
 from framework.config import ConnectionConfig
-from framework.harness import SESSIONIZER
 from framework.provision import provision_streams
+from framework.testing.cli import cli
+from framework.testing.nodes import SESSIONIZER
 from sessionizer.aggregation import Aggregates, aggregate_sessions
 from sessionizer.aggregation.config import AggregateJob, SparkSettings
 from sessionizer.aggregation.figures import HOUR_MS
@@ -39,7 +40,6 @@ from sessionizer.aggregation.runner import (
     run_streaming,
 )
 from sessionizer.aggregation.spark_session import kafka_source_jars, spark_session
-from tests.integration.helpers import cli
 
 pytestmark = pytest.mark.integration
 

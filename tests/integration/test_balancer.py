@@ -33,7 +33,10 @@ from balancer import (
 )
 from balancer.claims import release, take
 from balancer.status import snapshot
-from balancer.testing import (
+from framework.cluster import LocalCluster
+from framework.cluster.zookeeper_server import four_letter_word
+from framework.commands import status as status_command
+from framework.testing.members import (
     ClaimObserver,
     MemberGroup,
     balanced,
@@ -42,9 +45,6 @@ from balancer.testing import (
     stream_names,
     wait_for,
 )
-from framework.cluster import LocalCluster
-from framework.cluster.zookeeper_server import four_letter_word
-from framework.commands import status as status_command
 from state.errors import FencedError
 from state.zookeeper_store import ZooKeeperRecords
 

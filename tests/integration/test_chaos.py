@@ -28,12 +28,12 @@ import pytest
 from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 
-from balancer.testing import balanced, wait_for
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, StateObserver, settled, streams_of
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.members import balanced, wait_for
+from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment

@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from balancer.testing import wait_for
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, settled, streams_of
 from framework.node.loader import load_processor
 from framework.sessions import read_sessions
+from framework.testing.cli import cli_json
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.formats import load_format, parse_file
-from tests.integration.helpers import cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 4

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import DATA
+from framework.testing.cli import DATA
 
 pytestmark = pytest.mark.integration
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))

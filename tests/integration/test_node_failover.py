@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from balancer.testing import wait_for
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, settled, streams_of
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.cli import DATA, cli, cli_json
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
@@ -20,7 +21,6 @@ from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.helpers import DATA, cli, cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 16

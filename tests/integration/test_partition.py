@@ -29,14 +29,14 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from balancer.testing import claims_by_owner, wait_for
 from framework.cluster import LocalCluster
 from framework.cluster.netns import CutTarget, NetworkLab, unavailable
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, StateObserver, settled, streams_of
 from framework.progress import end_offsets, read_states
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.members import claims_by_owner, wait_for
+from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment

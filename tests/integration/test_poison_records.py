@@ -26,11 +26,12 @@ from kafka.errors import InvalidTimestampError
 from kafka.producer.future import RecordMetadata
 from kazoo.client import KazooClient
 
-from balancer.testing import wait_for
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, settled, streams_of
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.cli import DATA
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
@@ -43,7 +44,6 @@ from router.wire import KIND_HEADER, WATERMARK_KIND, Watermark, decode_record, e
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.records import Fragment
 from sessionizer.reference import BatchSession, batch_sessions
-from tests.integration.helpers import DATA
 from tests.integration.processors import (
     HOOK_POISON_PATH,
     TimestampPoisonWebSessions,

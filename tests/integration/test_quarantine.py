@@ -22,11 +22,17 @@ from kazoo.exceptions import ConnectionLoss, KazooException
 from balancer import AppPaths, Balancer, BalancerConfig, NoopListener, StreamLease, quarantine
 from balancer.claims import decode
 from balancer.status import snapshot
-from balancer.testing import MemberGroup, balanced, provision_streams, stream_names, wait_for
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams as provision_topics
+from framework.testing.cli import cli, cli_json
+from framework.testing.members import (
+    MemberGroup,
+    balanced,
+    provision_streams,
+    stream_names,
+    wait_for,
+)
 from state.record import StreamState
-from tests.integration.helpers import cli, cli_json
 
 pytestmark = pytest.mark.integration
 

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
+from framework.testing.cli import DATA, cli, cli_json
 from router.errors import MalformedLine, ProduceFailed
 from router.formats import parse_line
 from router.fragment import ParsedFragment
@@ -16,7 +17,6 @@ from router.naming import stream_index, stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from router.wire import Watermark, decode_record, encode_fragment
-from tests.integration.helpers import DATA, cli, cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 16

@@ -27,21 +27,21 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from balancer.testing import balanced, wait_for
 from framework.client_settings import read_kafka_properties
 from framework.cluster import stop_cluster_dir
 from framework.cluster.process import pid_alive
 from framework.config import ConnectionConfig
-from framework.harness import SESSIONIZER, NodeGroup, streams_of
 from framework.kafka_settings import kafka_python_settings
 from framework.progress import read_states
 from framework.sessions import read_sessions
+from framework.testing.cli import DATA
+from framework.testing.members import balanced, wait_for
+from framework.testing.nodes import SESSIONIZER, NodeGroup, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from sessionizer.aggregation import aggregate_sessions
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.helpers import DATA
 
 pytestmark = pytest.mark.integration
 STREAMS = 8
@@ -261,7 +261,7 @@ def test_clients_without_valid_credentials_are_refused(secured: Secured) -> None
 
 class SecuredEnds:
     """End offsets through one secured consumer (framework.progress.end_offsets takes no
-    client properties yet, so `framework.harness.settled` cannot be used here)."""
+    client properties yet, so `framework.testing.nodes.settled` cannot be used here)."""
 
     def __init__(self, bootstrap: str, properties: dict[str, str]) -> None:
         self._consumer = KafkaConsumer(
@@ -288,7 +288,7 @@ def _settled(
     streams: list[str],
     ends: SecuredEnds,
 ) -> bool:
-    """`framework.harness.settled`, with the end offsets read over SASL_SSL."""
+    """`framework.testing.nodes.settled`, with the end offsets read over SASL_SSL."""
     try:
         owned = balanced(zk, connection.paths, members, len(streams))
     except NoNodeError:

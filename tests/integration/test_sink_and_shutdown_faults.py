@@ -18,12 +18,12 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from balancer.testing import wait_for
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, settled, streams_of
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment

@@ -19,7 +19,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from balancer.paths import AppPaths
-from balancer.testing import (
+from framework.config import ConnectionConfig
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.testing.cli import cli, cli_json
+from framework.testing.members import (
     ClaimObserver,
     MemberGroup,
     MemberProcess,
@@ -27,16 +31,12 @@ from balancer.testing import (
     stream_names,
     wait_for,
 )
-from balancer.testing import provision_streams as register_streams
-from framework.config import ConnectionConfig
-from framework.harness import NodeGroup, settled, streams_of
-from framework.provision import provision_streams
-from framework.sessions import read_sessions
+from framework.testing.members import provision_streams as register_streams
+from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import app_acl, app_client, namespace_acl, zookeeper_client
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.helpers import cli, cli_json
 
 pytestmark = pytest.mark.integration
 STREAMS = 4

@@ -19,8 +19,8 @@ from balancer import (
 from balancer.claims import decode, encode
 from balancer.machine import StateMachine
 from balancer.status import format_table
-from balancer.testing import ClaimObserver, MemberProcess, ownership_violations
 from framework.errors import ConfigError, SessionizerError
+from framework.testing.members import ClaimObserver, MemberProcess, ownership_violations
 
 
 def test_paths_follow_the_thesis_layout() -> None:

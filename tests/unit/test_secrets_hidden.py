@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from balancer.testing import wait_for
 from framework.client_settings import hide_secret_arguments
+from framework.testing.members import wait_for
 
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the integration tests: run the CLI in-process, read streams back."""
+"""Run the `sessionizer` CLI in-process (for tests), and where the shared real logs are."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from framework.cli import main
 
 __all__ = ["DATA", "cli", "cli_json"]
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+"""The real logs beside a checkout (`../shared/data`); tests skip when they are absent."""
 
 
 def cli(*argv: str, zk: str, bootstrap: str, app: str) -> tuple[int, str, str]:
@@ -22,8 +24,9 @@ def cli(*argv: str, zk: str, bootstrap: str, app: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def cli_json(*argv: str, zk: str, bootstrap: str, app: str) -> dict:
+def cli_json(*argv: str, zk: str, bootstrap: str, app: str) -> dict[str, Any]:
     """Run a command that ends with a JSON line; assert success and return it parsed."""
     code, out, err = cli(*argv, zk=zk, bootstrap=bootstrap, app=app)
     assert code == 0, f"sessionizer {' '.join(argv)} exited {code}: {err[-2000:]}"
-    return json.loads(out.strip().splitlines()[-1])
+    parsed: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return parsed

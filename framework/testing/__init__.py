@@ -9,6 +9,11 @@ Servers are chosen in this order:
 
 Every test gets its own app name (`app` fixture), so topics and znodes of one
 test are never seen by another.
+
+All test support lives in this package: the fixtures (here), `nodes` (node
+processes and the conditions tests wait for), `members` (balancer member
+processes), `cli` (the CLI in-process); `framework.testkit` tests a processor
+in-process, without servers.
 """
 
 from __future__ import annotations

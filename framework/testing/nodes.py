@@ -15,10 +15,10 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from balancer.testing import MemberProcess, ProcessGroup, balanced
 from framework.cluster.netns import exec_prefix
 from framework.config import ConnectionConfig
 from framework.progress import end_offsets, read_states
+from framework.testing.members import MemberProcess, ProcessGroup, balanced
 from framework.zookeeper import zookeeper_client
 from router.naming import stream_name
 
