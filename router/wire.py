@@ -10,6 +10,9 @@
   finite and integral, e.g. `1.7e12`); `end` may be left out (false) but when
   present must be a boolean; other members are ignored.
 
+`Watermark` is `framework.watermark.Watermark`, the one watermark type the engine
+consumes too (a decoded one carries the record's offset when given one).
+
 Decoding is total: `decode_record` returns a `ParsedFragment` or a `Watermark`, or
 raises `UndecodableRecord` with one of the reason codes of `UndecodableReason`,
 whatever bytes, headers and timestamp it is given. The codes are documented in
@@ -20,12 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import msgpack
 
 from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.watermark import Watermark
 from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 
@@ -43,14 +46,6 @@ WATERMARK_KIND = b"watermark"
 
 _EVENT_TIME_RANGE = f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}]"
 _NO_KIND: Any = object()  # a `sessionizer-kind` header whose value is None is still a kind
-
-
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    """An in-band watermark: stream time is at least `timestamp_ms`; `end` marks end of input."""
-
-    timestamp_ms: int
-    end: bool = False
 
 
 def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
@@ -176,7 +171,7 @@ def _watermark(body: Any, offset: int | None) -> Watermark:
     end = body.get("end", False)
     if not isinstance(end, bool):  # bool("no") is True: never guess end of input
         _fail("bad-watermark", f"end must be true or false, got {_show(end)}", offset)
-    return Watermark(millis, end)
+    return Watermark(millis, end, offset)
 
 
 def _event_time(value: Any, *, allow_float: bool) -> int | None:

@@ -4,9 +4,16 @@ Time is event time.  Stream time is the largest event time seen on the stream,
 fragments and watermarks alike; a fragment more than `grace` behind it is late.
 A session is emitted once no on-time fragment could still join it (see
 `sessionizer.timeline`), so the sessions equal the batch definition
-(`sessionizer.reference`) of the on-time fragments.  The hooks run when a
-session is final, over its fragments in event-time order: out-of-order arrival
-never needs a merge hook or a re-fold.
+(`sessionizer.reference`) of the on-time fragments.
+
+An open session costs its folded state, not its fragments: a fragment is folded
+into its session (`open`, `update`) as soon as its event time is below
+`stream time - grace`, the *fold line*; no on-time fragment can sort before it
+any more, so the hooks still see each session's fragments in event-time order
+and out-of-order arrival never needs a merge hook or a re-fold.  Only fragments
+inside the grace window stay raw; `close` runs when the session is final.  The
+fold line is stream time, a function of the log, so a replay folds the same
+fragments at the same records.
 
 Two policies keep one stream from being ruined by a few records, both decided by
 the log alone, so a replay decides the same way (docs/sessions.md):
@@ -21,19 +28,21 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import Any
 
 from sessionizer import hooks
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.records import (
+    AnyWatermark,
+    EngineCounters,
     EngineOutput,
     FinishedSession,
     Fragment,
-    FutureFragment,
     HookFailure,
-    LateFragment,
     Record,
-    Watermark,
+    future_fragment,
+    late_fragment,
     session_id,
 )
 from sessionizer.timeline import KeyTimeline, Member, Segment
@@ -41,26 +50,6 @@ from state.record import IgnoreEntry, StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
 __all__ = ["EngineCounters", "SessionEngine"]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineCounters:
-    """What an engine has done so far (and how many sessions are open now)."""
-
-    fragments: int
-    watermarks: int
-    sessions: int
-    late: int
-    skipped_by_ignore_list: int
-    hook_failures: int
-    open_sessions: int
-    future: int = 0
-    """Records dated more than `max_lead` ahead that the next record refuted (or an
-    end-of-input watermark's time, when that far ahead)."""
-    truncated: int = 0
-    """Sessions closed early to keep the ignore list within its budget."""
-    invalid_watermarks: int = 0
-    """Watermarks whose time is not a valid event time (ignored, end of input still counts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +84,13 @@ class SessionEngine:
             next_offset=state.safe_offset, stream_time_ms=state.stream_time_ms, ignore=state.ignore
         )
         self._timelines: dict[str, KeyTimeline] = {}
-        # Min-heap of (deadline, key) with lazy deletion: an entry counts only while
-        # `_scheduled[key]` equals its deadline.  An entry may fire early (the key's
-        # deadline moved later); it is then rescheduled, so appends push nothing.
-        self._heap: list[tuple[int, str]] = []
-        self._scheduled: dict[str, int] = {}
+        # Min-heaps of (time, key): when to look at a key again, for its first session's
+        # deadline and for its first raw member (due one past its event time: folded once
+        # `stream time - grace` is above it).  Lazy deletion: an entry counts while its
+        # time is the key's `deadline_due` / `fold_due` (`KeyTimeline`).  Two heaps, so
+        # that sessions still close in the order of their deadlines.  Appends push nothing.
+        self._deadlines: list[tuple[int, str]] = []
+        self._folds: list[tuple[int, str]] = []
         self._budget = ignore_budget_bytes
         self._parked: _Parked | None = None
         self._fragments = self._watermarks = self._sessions = 0
@@ -127,22 +118,40 @@ class SessionEngine:
             invalid_watermarks=self._invalid_watermarks,
         )
 
+    def raw_fragments(self) -> int:
+        """Return how many fragments open sessions hold unfolded (those inside the grace).
+
+        Counts over every open session: for tests and measurements, not per record.
+        """
+        return sum(
+            len(segment.raw) for timeline in self._timelines.values() for segment in timeline
+        )
+
     def process(self, record: Record) -> list[EngineOutput]:
         """Process the stream's next record; return what it finished or rejected."""
-        if record.offset < self._tracker.next_offset:
-            raise OffsetOrderError(
-                f"stream {self.stream}: record at offset {record.offset}, but the engine "
-                f"expects offsets from {self._tracker.next_offset} on (seek to the safe offset)"
-            )
-        if isinstance(record, Watermark):
-            outputs = self._on_watermark(record)
-        else:
-            outputs = self._on_fragment(record)
-        self._tracker.advance(record.offset + 1, self._stream_time)
-        # After every record, not at commits: a replay meets the same records and so
-        # makes the same decision at the same offset.
-        outputs.extend(self._bound_ignore_list())
-        return outputs
+        if isinstance(record, AnyWatermark):
+            if record.offset is None:
+                raise SessionError(f"stream {self.stream}: a watermark without its offset")
+            return self.process_watermark(record.offset, record.timestamp_ms, record.end)
+        return self.process_fragment(record.offset, record.key, record.timestamp_ms, record.value)
+
+    def process_fragment(
+        self, offset: int, key: str, timestamp_ms: int, value: dict[str, Any]
+    ) -> list[EngineOutput]:
+        """Process the stream's next record, a fragment given by its decoded parts.
+
+        The same as `process(Fragment(offset, key, timestamp_ms, value))`, without the
+        `Fragment`: the node passes what the wire decoder returned straight on.
+        """
+        self._expect(offset)
+        return self._settle(offset, self._on_fragment(offset, key, timestamp_ms, value))
+
+    def process_watermark(
+        self, offset: int, timestamp_ms: int, end_of_input: bool = False
+    ) -> list[EngineOutput]:
+        """Process the stream's next record, a watermark given by its parts."""
+        self._expect(offset)
+        return self._settle(offset, self._on_watermark(offset, timestamp_ms, end_of_input))
 
     def snapshot(self, next_offset: int, *, user_blob: bytes | None = None) -> StreamState:
         """Return the state to commit when every record before `next_offset` is processed."""
@@ -163,18 +172,35 @@ class SessionEngine:
             open_sessions=self._tracker.open_sessions,
         )
 
-    def _on_watermark(self, watermark: Watermark) -> list[EngineOutput]:
+    def _expect(self, offset: int) -> None:
+        if offset < self._tracker.next_offset:
+            raise OffsetOrderError(
+                f"stream {self.stream}: record at offset {offset}, but the engine "
+                f"expects offsets from {self._tracker.next_offset} on (seek to the safe offset)"
+            )
+
+    def _settle(self, offset: int, outputs: list[EngineOutput]) -> list[EngineOutput]:
+        self._tracker.advance(offset + 1, self._stream_time)
+        # After every record, not at commits: a replay meets the same records and so
+        # makes the same decision at the same offset.
+        if self._tracker.ignore_bytes() > self._budget:
+            outputs.extend(self._bound_ignore_list())
+        return outputs
+
+    def _on_watermark(self, offset: int, time: int, end_of_input: bool) -> list[EngineOutput]:
         self._watermarks += 1
-        time = watermark.timestamp_ms
         if not hooks.valid_time(time):
             self._invalid_watermarks += 1
-            if not watermark.end_of_input:
+            if not end_of_input:
                 return []
             # Nothing is left to refute a parked record: take it, then close everything.
             return self._resolve_parked(None) + self._close_all()
         outputs = self._resolve_parked(time)
-        if not watermark.end_of_input:
-            return outputs + self._gate(watermark, time)
+        if not end_of_input:
+            if self._too_far_ahead(time):
+                self._park(AnyWatermark(time, False, offset), time)
+                return outputs
+            return outputs + self._advance(time)
         if self._too_far_ahead(time):
             self._future += 1  # nothing after it can confirm its time; it still closes all
         else:
@@ -182,16 +208,21 @@ class SessionEngine:
         outputs.extend(self._close_all())
         return outputs
 
-    def _on_fragment(self, fragment: Fragment) -> list[EngineOutput]:
+    def _on_fragment(
+        self, offset: int, key: str, record_ts: int, value: dict[str, Any]
+    ) -> list[EngineOutput]:
         self._fragments += 1
         try:
-            event_time = hooks.event_time(
-                self.processor.timestamp(fragment.value, fragment.timestamp_ms)
-            )
+            event_time = hooks.event_time(self.processor.timestamp(value, record_ts))
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Without an event time it neither moves stream time nor judges a parked record.
-            return [self._hook_failed(fragment, "timestamp", exc)]
-        return self._resolve_parked(event_time) + self._gate(fragment, event_time)
+            return [self._hook_failed(Fragment(offset, key, record_ts, value), "timestamp", exc)]
+        outputs = self._resolve_parked(event_time) if self._parked is not None else []
+        if self._too_far_ahead(event_time):
+            self._park(Fragment(offset, key, record_ts, value), event_time)
+            return outputs
+        placed = self._place(offset, key, record_ts, value, event_time)
+        return outputs + placed if outputs else placed
 
     def _too_far_ahead(self, event_time: int) -> bool:
         """Return True if `event_time` is more than `max_lead` ahead of stream time."""
@@ -201,14 +232,11 @@ class SessionEngine:
             return False
         return event_time - self._stream_time > lead
 
-    def _gate(self, record: Record, event_time: int) -> list[EngineOutput]:
-        """Apply a record with a valid event time, or park it if it jumps too far ahead."""
-        if not self._too_far_ahead(event_time):
-            return self._apply(record, event_time)
+    def _park(self, record: Record, event_time: int) -> None:
+        """Hold a record dated too far ahead until the next record's verdict."""
         self._parked = _Parked(record, event_time, self._stream_time)
         # A replay from a commit made now must meet it again, to judge it the same way.
-        self._tracker.hold(record.offset, self._stream_time)
-        return []
+        self._tracker.hold(_offset(record), self._stream_time)
 
     def _resolve_parked(self, event_time: int | None) -> list[EngineOutput]:
         """Let the next record's event time confirm or refute the parked record (None: confirm)."""
@@ -216,48 +244,55 @@ class SessionEngine:
         if parked is None:
             return []
         self._parked = None
-        self._tracker.release(parked.record.offset)
+        record = parked.record
+        self._tracker.release(_offset(record))
         lead = self.timing.max_lead_ms
         assert lead is not None  # nothing is parked without a lead
         if event_time is None or parked.event_time_ms - event_time <= lead:
-            return self._apply(parked.record, parked.event_time_ms)
+            if isinstance(record, AnyWatermark):
+                return self._advance(parked.event_time_ms)
+            value = record.value
+            return self._place(
+                record.offset, record.key, record.timestamp_ms, value, parked.event_time_ms
+            )
         self._future += 1
-        if isinstance(parked.record, Watermark):
+        if isinstance(record, AnyWatermark):
             return []  # dropped; counted
-        return [_future(parked, parked.record, event_time, lead)]
+        return [
+            future_fragment(record, parked.event_time_ms, parked.stream_time_ms, event_time, lead)
+        ]
 
-    def _apply(self, record: Record, event_time: int) -> list[EngineOutput]:
-        """Let a record with an accepted event time move stream time or join a session."""
-        if isinstance(record, Watermark):
-            return self._advance(event_time)
-        return self._place(record, event_time)
-
-    def _place(self, fragment: Fragment, event_time: int) -> list[EngineOutput]:
+    def _place(
+        self, offset: int, key: str, record_ts: int, value: dict[str, Any], event_time: int
+    ) -> list[EngineOutput]:
         """Skip, reject as late, or add a fragment to its key's sessions."""
         before = self._stream_time
-        if self._tracker.should_skip(fragment.key, fragment.offset, event_time):
+        if self._tracker.should_skip(key, offset, event_time):
             # Already in a finished session; it still moves stream time, as it did then.
             self._skipped += 1
             return self._advance(event_time)
         if before is not None and event_time < before - self.timing.grace_ms:
             self._late += 1
-            return [_late(fragment, event_time, before, self.timing.grace_ms)]
+            fragment = Fragment(offset, key, record_ts, value)
+            return [late_fragment(fragment, event_time, before, self.timing.grace_ms)]
         try:
-            is_end = bool(self.processor.is_end(fragment.value))
+            is_end = bool(self.processor.is_end(value))
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Its event time still counts: a replay may skip it, and skipping advances.
+            fragment = Fragment(offset, key, record_ts, value)
             return [self._hook_failed(fragment, "is_end", exc), *self._advance(event_time)]
-        timeline = self._timelines.get(fragment.key)
+        timeline = self._timelines.get(key)
         if timeline is None:
-            timeline = self._timelines[fragment.key] = KeyTimeline(fragment.key)
-        member = Member(event_time, fragment.offset, is_end, before, fragment)
-        replaced, added = timeline.insert(member, self.timing)
-        for segment in replaced:
-            self._tracker.session_dropped(segment.first_offset)
-        for segment in added:
-            opener = segment.opener
-            self._tracker.session_opened(fragment.key, opener.offset, opener.stream_time_before)
-        self._schedule(timeline)
+            timeline = self._timelines[key] = KeyTimeline(key)
+        member: Member = (event_time, offset, is_end, before, record_ts, value)
+        changed = timeline.place(member, self.timing)
+        if changed is not None:
+            dropped, added = changed
+            for first_offset in dropped:
+                self._tracker.session_dropped(first_offset)
+            for segment in added:
+                self._tracker.session_opened(key, *segment.opener())
+            self._schedule(timeline)
         return self._advance(event_time)
 
     def _bound_ignore_list(self) -> list[EngineOutput]:
@@ -269,10 +304,9 @@ class SessionEngine:
                 break  # a parked record holds the safe offset; the next record decides it
             first_offset, key = oldest
             timeline = self._timelines[key]
-            segment = timeline.remove(first_offset)
-            if not timeline.segments:
-                del self._timelines[key]
-                self._scheduled.pop(key, None)  # its heap entries are now stale
+            segment = timeline.take(first_offset)
+            if not timeline:
+                del self._timelines[key]  # its heap entries are now stale
             self._truncated += 1
             outputs.extend(self._finish(key, segment, truncated=True))
         return outputs
@@ -281,18 +315,26 @@ class SessionEngine:
         if self._stream_time is None or event_time > self._stream_time:
             self._stream_time = event_time
         # Even without a new stream time, a fragment (an END) can be final at once.
-        watermark = self._stream_time - self.timing.grace_ms
+        line = self._stream_time - self.timing.grace_ms
+        folds = self._folds
+        while folds and folds[0][0] <= line:
+            due, key = heapq.heappop(folds)
+            timeline = self._timelines.get(key)
+            if timeline is not None and timeline.fold_due == due:
+                timeline.fold_due = None
+                hooks.fold_below(self.processor, timeline, line)
+                self._schedule(timeline)
         outputs: list[EngineOutput] = []
-        heap = self._heap
-        while heap and heap[0][0] <= watermark:
-            deadline, key = heapq.heappop(heap)
-            if self._scheduled.get(key) != deadline:
-                continue  # superseded by an earlier deadline that already fired
-            del self._scheduled[key]
-            timeline = self._timelines[key]
-            for segment in timeline.pop_final(watermark, self.timing):
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= line:
+            due, key = heapq.heappop(deadlines)
+            timeline = self._timelines.get(key)
+            if timeline is None or timeline.deadline_due != due:
+                continue  # stale: superseded by an earlier deadline that already fired
+            timeline.deadline_due = None
+            for segment in timeline.pop_final(line, self.timing):
                 outputs.extend(self._finish(key, segment))
-            if timeline.segments:
+            if timeline:
                 self._schedule(timeline)
             else:
                 del self._timelines[key]
@@ -301,36 +343,45 @@ class SessionEngine:
     def _close_all(self) -> list[EngineOutput]:
         pending = [(key, s) for key, tl in self._timelines.items() for s in tl.pop_all()]
         self._timelines.clear()
-        self._heap.clear()
-        self._scheduled.clear()
+        self._deadlines.clear()
+        self._folds.clear()
         outputs: list[EngineOutput] = []
         for key, segment in sorted(pending, key=lambda item: item[1].first_offset):
             outputs.extend(self._finish(key, segment))
         return outputs
 
     def _schedule(self, timeline: KeyTimeline) -> None:
+        """Make sure the heaps fire for the key's next deadline and its next member to fold."""
         deadline = timeline.next_deadline(self.timing)
-        if deadline is None:
-            return
-        current = self._scheduled.get(timeline.key)
-        if current is None or deadline < current:
-            self._scheduled[timeline.key] = deadline
-            heapq.heappush(self._heap, (deadline, timeline.key))
+        if deadline is not None and (
+            timeline.deadline_due is None or deadline < timeline.deadline_due
+        ):
+            timeline.deadline_due = deadline
+            heapq.heappush(self._deadlines, (deadline, timeline.key))
+        first = timeline.first_raw_ts()
+        if first is not None and (timeline.fold_due is None or first + 1 < timeline.fold_due):
+            timeline.fold_due = first + 1
+            heapq.heappush(self._folds, (first + 1, timeline.key))
 
     def _finish(self, key: str, segment: Segment, *, truncated: bool = False) -> list[EngineOutput]:
-        members = segment.members
-        tail = members[-1]
+        pending = segment.raw
+        for member in pending:
+            hooks.fold(self.processor, key, segment, member)
+        segment.raw = ()
         self._tracker.session_finished(
             segment.first_offset,
-            IgnoreEntry(key, segment.first_ts, tail.timestamp_ms, segment.last_offset, tail.offset),
+            IgnoreEntry(
+                key, segment.first_ts, segment.tail_ts, segment.last_offset, segment.tail_offset
+            ),
         )
         ident = session_id(self.stream, segment.first_offset, key)
         try:
-            result = hooks.fold(self.processor, key, members)
+            result = hooks.close(self.processor, key, segment)
         except hooks.HookFailed as failed:
-            # All or nothing: the whole session goes to the dead letters, never a part.
-            self._hook_failures += len(members)
-            return [HookFailure(m.fragment, failed.hook, failed.error, ident) for m in members]
+            # All or nothing: every fragment of the session goes to the dead letters.
+            letters = hooks.dead_letters(key, segment, pending, ident, failed)
+            self._hook_failures += len(letters)
+            return list(letters)
         self._sessions += 1
         return [
             FinishedSession(
@@ -340,8 +391,8 @@ class SessionEngine:
                 first_offset=segment.first_offset,
                 last_offset=segment.last_offset,
                 first_ts=segment.first_ts,
-                last_ts=tail.timestamp_ms,
-                fragments=len(members),
+                last_ts=segment.tail_ts,
+                fragments=segment.folded,
                 result=result,
                 truncated=truncated,
             )
@@ -352,22 +403,7 @@ class SessionEngine:
         return HookFailure(fragment, hook, hooks.describe(exc))
 
 
-def _future(parked: _Parked, fragment: Fragment, refuted_by: int, lead_ms: int) -> FutureFragment:
-    before = parked.stream_time_ms
-    reason = (
-        f"future: event time {parked.event_time_ms} was more than the max_lead of {lead_ms} ms "
-        f"ahead of stream time {'(none yet)' if before is None else before}, and the next "
-        f"record's event time {refuted_by} is {parked.event_time_ms - refuted_by} ms behind it"
-    )
-    # A stream with no time yet is measured against the record that refuted it.
-    reference = before if before is not None else refuted_by
-    return FutureFragment(fragment, parked.event_time_ms, reference, reason)
-
-
-def _late(fragment: Fragment, event_time: int, stream_time: int, grace_ms: int) -> LateFragment:
-    behind = stream_time - event_time
-    reason = (
-        f"late: event time {event_time} is {behind} ms behind stream time {stream_time}, "
-        f"more than the grace of {grace_ms} ms"
-    )
-    return LateFragment(fragment, event_time, stream_time, reason)
+def _offset(record: Record) -> int:
+    offset = record.offset
+    assert offset is not None  # `process` refuses a watermark without one
+    return offset

@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsInt, cast
 
 from framework.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from sessionizer.processor import StreamProcessor
-from sessionizer.timeline import Member
+from sessionizer.records import FoldedHookFailure, Fragment, HookFailure
+from sessionizer.timeline import Failure, KeyTimeline, Member, Segment
 
-__all__ = ["HookFailed", "describe", "event_time", "fold", "valid_time"]
+__all__ = [
+    "HookFailed",
+    "close",
+    "dead_letters",
+    "describe",
+    "event_time",
+    "fold",
+    "fold_below",
+    "valid_time",
+]
 
 
 class HookFailed(Exception):
@@ -27,30 +37,89 @@ class HookFailed(Exception):
         self.error = error
 
 
-def fold(processor: StreamProcessor, key: str, members: list[Member]) -> dict[str, Any]:
-    """Run open, update (every member) and close; raise `HookFailed` naming the hook."""
-    hook = "open"
-    try:
-        session = processor.open(key, members[0].fragment.value)
+def fold_below(processor: StreamProcessor, timeline: KeyTimeline, line: int) -> None:
+    """Fold every raw member of a key whose event time is below `line`, in event-time order."""
+    key = timeline.key
+    for segment in timeline:
+        raw = segment.raw
+        count = 0
+        while count < len(raw) and raw[count][0] < line:
+            fold(processor, key, segment, raw[count])
+            count += 1
+        if count < len(raw):
+            if count:
+                segment.raw = raw[count:]
+            return  # the rest of the key sorts after a member at or above the line
+        segment.raw = ()
+
+
+def fold(processor: StreamProcessor, key: str, segment: Segment, member: Member) -> None:
+    """Fold a session's first raw member into it: `open` (first member) then `update`.
+
+    A hook that raises marks the session failed (`segment.failure`, keeping the
+    fragment it failed on); the members after it are absorbed without hooks, so the
+    session keeps its boundaries and goes to the dead letters whole when it ends.
+    """
+    if segment.failure is None:
+        value = member[5]
         hook = "update"
-        for member in members:
-            replacement = processor.update(session, member.fragment.value)
+        try:
+            if not segment.folded:
+                hook = "open"
+                segment.state = processor.open(key, value)
+                hook = "update"
+            replacement = processor.update(segment.state, value)
             if replacement is not None:
-                session = replacement
-        hook = "close"
-        result = processor.close(key, session)
+                segment.state = replacement
+        except Exception as exc:  # a user hook: any failure goes to the dead letters
+            fragment = Fragment(member[1], key, member[4], value)
+            segment.failure = Failure(hook, describe(exc), fragment)
+            segment.state = None
+    segment.absorb(member)
+
+
+def close(processor: StreamProcessor, key: str, segment: Segment) -> dict[str, Any]:
+    """Return `close()`'s result for a fully folded session; raise `HookFailed` naming the hook."""
+    if segment.failure is not None:
+        raise HookFailed(segment.failure.hook, segment.failure.error)
+    try:
+        result = processor.close(key, segment.state)
     except Exception as exc:  # a user hook: any failure goes to the dead letters
-        raise HookFailed(hook, describe(exc)) from exc
+        raise HookFailed("close", describe(exc)) from exc
     if not isinstance(result, Mapping):
         raise HookFailed("close", f"close() must return a dict, got {type(result).__name__}")
     return dict(result)
 
 
+def dead_letters(
+    key: str, segment: Segment, pending: Sequence[Member], session_id: str, failed: HookFailed
+) -> list[HookFailure | FoldedHookFailure]:
+    """Return the dead letters of a failed session: one per fragment, in event-time order.
+
+    A `HookFailure` with the fragment for those whose bytes are still held (`pending`:
+    raw when the session ended; or the one a hook failed on), else a
+    `FoldedHookFailure` naming its offset.  `segment` must be fully folded.
+    """
+    held = {member[1]: Fragment(member[1], key, member[4], member[5]) for member in pending}
+    if segment.failure is not None and segment.failure.fragment is not None:
+        held[segment.failure.fragment.offset] = segment.failure.fragment
+    letters: list[HookFailure | FoldedHookFailure] = []
+    for offset in segment.folded_offsets():
+        fragment = held.get(offset)
+        if fragment is None:
+            letters.append(FoldedHookFailure(offset, key, failed.hook, failed.error, session_id))
+        else:
+            letters.append(HookFailure(fragment, failed.hook, failed.error, session_id))
+    return letters
+
+
 def event_time(value: object) -> int:
     """Return `timestamp()`'s result as an int, or raise if it is not a valid event time."""
+    if type(value) is int and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:
+        return value  # the common case (the record timestamp), without the ABC check
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise TypeError(f"timestamp() must return epoch milliseconds, got {value!r}")
-    millis = int(value)
+    millis = int(cast(SupportsInt, value))  # a Real: int() takes it
     # Out of range, the state could not be encoded at the next commit (msgpack ints).
     if not MIN_EVENT_TIME_MS <= millis <= MAX_EVENT_TIME_MS:
         raise ValueError(

@@ -33,10 +33,13 @@ class StreamProcessor(ABC):
        finite number within ``framework.limits``' range, else a dead letter).
     2. Then, unless the fragment is late, refuted as dated too far ahead, or skipped
        on resume: ``is_end(fragment)`` says whether it ends its session.
-    3. Once a session can no longer change (see docs/sessions.md), in one go and in
-       event-time order: ``open(key, first_fragment)`` returns the session object;
-       ``update(session, fragment)`` is called for *every* fragment, the first one
-       included (returning a new object replaces the session, None keeps it);
+    3. In event-time order within each session, as soon as a fragment's event time
+       is below ``stream time - grace`` (no on-time fragment can sort before it any
+       more) or its session ends: ``open(key, first_fragment)`` returns the session
+       object; ``update(session, fragment)`` is called for *every* fragment, the
+       first one included (returning a new object replaces the session, None keeps
+       it).
+    4. Once a session can no longer change (see docs/sessions.md):
        ``close(key, session)`` returns the result dict.
 
     Hooks must be deterministic: a replay after a crash calls them again on the

@@ -3,9 +3,15 @@
 The engine emits `FinishedSession` for every finished session (`truncated` if
 the engine closed it early to bound the stored state), `LateFragment` for a
 fragment that arrived later than the processor's grace, `FutureFragment` (a
-`LateFragment`) for one dated implausibly far ahead of its stream, and
-`HookFailure` for a fragment that a processor hook failed on; the node sends
-all but the first to the dead-letter topic, so nothing read is ever silently lost.
+`LateFragment`) for one dated implausibly far ahead of its stream, `HookFailure`
+for a fragment that a processor hook failed on, and `FoldedHookFailure` for a
+fragment of a failed session that was already folded (only its offset is left);
+the node sends all but the first to the dead-letter topic, so nothing read is
+ever silently lost.
+
+`Watermark` is `framework.watermark.Watermark`, the type the wire decoder returns
+too; `sessionizer.Watermark(offset, timestamp_ms, end_of_input)` builds it
+offset first.
 """
 
 from __future__ import annotations
@@ -14,15 +20,22 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from framework.watermark import Watermark as AnyWatermark
+
 __all__ = [
+    "AnyWatermark",
+    "EngineCounters",
     "EngineOutput",
     "FinishedSession",
+    "FoldedHookFailure",
     "Fragment",
     "FutureFragment",
     "HookFailure",
     "LateFragment",
     "Record",
     "Watermark",
+    "future_fragment",
+    "late_fragment",
     "session_id",
 ]
 
@@ -48,16 +61,21 @@ class Fragment:
     value: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    """An in-band watermark record: stream time is at least `timestamp_ms`."""
+class Watermark(AnyWatermark):
+    """An in-band watermark record at `offset`: stream time is at least `timestamp_ms`.
 
-    offset: int
-    timestamp_ms: int
-    end_of_input: bool = False
+    `framework.watermark.Watermark` (what the wire decoder returns, and what the
+    engine accepts), built offset first: `Watermark(offset, timestamp_ms,
+    end_of_input=False)`.  `end_of_input` and `end` name the same flag.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, offset: int, timestamp_ms: int, end_of_input: bool = False) -> None:
+        super().__init__(timestamp_ms, end_of_input, offset)
 
 
-Record: TypeAlias = Fragment | Watermark
+Record: TypeAlias = Fragment | AnyWatermark
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,5 +139,81 @@ class HookFailure:
     error: str
     session_id: str | None = None
 
+    @property
+    def offset(self) -> int:
+        """The fragment's offset (as `FoldedHookFailure.offset`)."""
+        return self.fragment.offset
 
-EngineOutput: TypeAlias = FinishedSession | LateFragment | FutureFragment | HookFailure
+    @property
+    def key(self) -> str:
+        """The fragment's session key (as `FoldedHookFailure.key`)."""
+        return self.fragment.key
+
+
+@dataclass(frozen=True, slots=True)
+class FoldedHookFailure:
+    """A fragment of a session whose hooks failed, already folded when they did: bytes gone.
+
+    The engine folds a fragment into its session as soon as no on-time fragment can
+    sort before it, and keeps only its offset; when a hook of that session fails
+    (then or later), every fragment of the session still becomes a dead letter, as
+    a `HookFailure` while the engine holds its bytes, else as this: the stream and
+    `offset` identify the record to re-read.
+    """
+
+    offset: int
+    key: str
+    hook: str
+    error: str
+    session_id: str
+
+
+EngineOutput: TypeAlias = (
+    FinishedSession | LateFragment | FutureFragment | HookFailure | FoldedHookFailure
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCounters:
+    """What an engine has done so far (and how many sessions are open now)."""
+
+    fragments: int
+    watermarks: int
+    sessions: int
+    late: int
+    skipped_by_ignore_list: int
+    hook_failures: int
+    open_sessions: int
+    future: int = 0
+    """Records dated more than `max_lead` ahead that the next record refuted (or an
+    end-of-input watermark's time, when that far ahead)."""
+    truncated: int = 0
+    """Sessions closed early to keep the ignore list within its budget."""
+    invalid_watermarks: int = 0
+    """Watermarks whose time is not a valid event time (ignored, end of input still counts)."""
+
+
+def late_fragment(
+    fragment: Fragment, event_time: int, stream_time: int, grace_ms: int
+) -> LateFragment:
+    """Return the `LateFragment` for a fragment more than `grace_ms` behind stream time."""
+    behind = stream_time - event_time
+    reason = (
+        f"late: event time {event_time} is {behind} ms behind stream time {stream_time}, "
+        f"more than the grace of {grace_ms} ms"
+    )
+    return LateFragment(fragment, event_time, stream_time, reason)
+
+
+def future_fragment(
+    fragment: Fragment, event_time: int, stream_time: int | None, refuted_by: int, lead_ms: int
+) -> FutureFragment:
+    """Return the `FutureFragment` for a parked fragment that the next record refuted."""
+    reason = (
+        f"future: event time {event_time} was more than the max_lead of {lead_ms} ms "
+        f"ahead of stream time {'(none yet)' if stream_time is None else stream_time}, and "
+        f"the next record's event time {refuted_by} is {event_time - refuted_by} ms behind it"
+    )
+    # A stream with no time yet is measured against the record that refuted it.
+    reference = stream_time if stream_time is not None else refuted_by
+    return FutureFragment(fragment, event_time, reference, reason)

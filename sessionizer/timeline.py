@@ -1,4 +1,4 @@
-"""The open sessions of one key: its pending fragments in event-time order, split greedily.
+"""The open sessions of one key: a folded prefix each, and raw fragments inside the grace window.
 
 The split rule is the batch definition (`sessionizer.reference`): walking a key's
 fragments sorted by (event time, offset), a fragment starts a new session when
@@ -8,157 +8,304 @@ first one.  A session is *final* once no fragment that can still arrive on time
 (event time >= stream time - grace) could join it; `Segment.deadline` is the
 smallest `stream time - grace` at which that holds.  Along a key, deadlines never
 decrease, so sessions become final in event-time order.
+
+Early folding.  Call `stream time - grace` the *fold line*.  A fragment that
+arrives on time has an event time at or above the line and the largest offset
+yet, so it sorts after every member below the line; and the greedy split decides
+a member's session from the members before it alone.  So a member below the line
+has its final place: the engine folds it into its session (the user's hooks) and
+keeps of it only its offset (`Segment.absorb`).  Only members at or above the line
+stay raw (`Member`), and an insertion re-splits only raw members: every member
+after the insertion point sorts after the new one, hence is above the line too.
+Each session's folded members are a prefix of it, in event-time order.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 from sessionizer.processor import Timing
 from sessionizer.records import Fragment
 
-__all__ = ["KeyTimeline", "Member", "Segment"]
+__all__ = ["Failure", "KeyTimeline", "Member", "Segment", "split"]
+
+Member: TypeAlias = tuple[int, int, bool, int | None, int, dict[str, Any]]
+"""A raw fragment of an open session: (event time, offset, is_end, stream time before
+it was read, record timestamp, decoded fields).  A plain tuple: one allocation per
+fragment, and it sorts by (event time, offset) as the split rule wants (offsets are
+unique, so the comparison never goes further)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Member:
-    """A fragment held by an open session, with what the engine learnt on its arrival."""
+class Failure:
+    """A fold hook of a session failed: the whole session goes to the dead letters."""
 
-    timestamp_ms: int
-    offset: int
-    is_end: bool
-    stream_time_before: int | None
-    fragment: Fragment
+    hook: str
+    error: str
+    fragment: Fragment | None = None
+    """The fragment it failed on (its bytes are kept for its dead letter), if any."""
 
 
 class Segment:
-    """One open session: its members in event-time order."""
+    """One open session: its folded prefix (hook state, offsets) and its raw members."""
 
-    __slots__ = ("first_offset", "last_offset", "members")
+    __slots__ = (
+        "failure",
+        "first_offset",
+        "first_ts",
+        "folded",
+        "last_offset",
+        "offsets",
+        "opener_offset",
+        "opener_time",
+        "raw",
+        "state",
+        "tail_end",
+        "tail_offset",
+        "tail_ts",
+    )
 
     def __init__(self, first: Member) -> None:
-        self.members = [first]
-        self.first_offset = first.offset
-        self.last_offset = first.offset
+        # The raw members; an empty tuple, not a list, once none is left (56 bytes less).
+        self.raw: list[Member] | tuple[Member, ...] = [first]
+        self.first_ts = first[0]
+        self.first_offset = self.last_offset = first[1]
+        # The folded prefix: how many members, the last one, the earliest-read one
+        # (offset and stream time before it: where a replay must start), its offsets
+        # in event-time order, and the user's session object (or why it failed).
+        self.folded = 0
+        self.tail_ts = self.tail_offset = 0
+        self.tail_end = False
+        self.opener_offset = 0
+        self.opener_time: int | None = None
+        self.offsets = bytearray()
+        self.state: Any = None
+        self.failure: Failure | None = None
 
     @property
-    def first_ts(self) -> int:
-        """Event time of the first member."""
-        return self.members[0].timestamp_ms
+    def fragments(self) -> int:
+        """Number of members, folded and raw."""
+        return self.folded + len(self.raw)
 
     @property
     def last_ts(self) -> int:
         """Event time of the last member."""
-        return self.members[-1].timestamp_ms
+        return self.raw[-1][0] if self.raw else self.tail_ts
 
     @property
-    def opener(self) -> Member:
-        """The member read first (smallest offset): where a replay must start for it."""
-        return min(self.members, key=lambda member: member.offset)
+    def last_in_order(self) -> int:
+        """Offset of the last member in event-time order."""
+        return self.raw[-1][1] if self.raw else self.tail_offset
+
+    def ends(self) -> bool:
+        """Return True if the last member is an END fragment."""
+        return self.raw[-1][2] if self.raw else self.tail_end
+
+    def opener(self) -> tuple[int, int | None]:
+        """(offset, stream time before it) of the member read first: where a replay must start."""
+        best = (self.opener_offset, self.opener_time) if self.folded else None
+        for member in self.raw:
+            if best is None or member[1] < best[0]:
+                best = (member[1], member[3])
+        assert best is not None  # a segment is never empty
+        return best
 
     def accepts(self, member: Member, timing: Timing) -> bool:
         """Return True if `member`, sorting after the last member, continues this session."""
-        tail = self.members[-1]
-        if tail.is_end or member.timestamp_ms - tail.timestamp_ms > timing.timeout_ms:
+        if self.ends() or member[0] - self.last_ts > timing.timeout_ms:
             return False
         limit = timing.max_duration_ms
-        return limit is None or member.timestamp_ms - self.first_ts < limit
+        return limit is None or member[0] - self.first_ts < limit
 
     def append(self, member: Member) -> None:
         """Add a member that sorts after the last one."""
-        self.members.append(member)
-        self.first_offset = min(self.first_offset, member.offset)
-        self.last_offset = max(self.last_offset, member.offset)
+        if isinstance(self.raw, list):
+            self.raw.append(member)
+        else:
+            self.raw = [member]
+        offset = member[1]
+        if offset > self.last_offset:
+            self.last_offset = offset
+        elif offset < self.first_offset:  # a re-split appends in event-time order
+            self.first_offset = offset
 
     def insert_inside(self, member: Member) -> None:
         """Add a non-END member, read last, whose event time is in [first_ts, last_ts)."""
         # Between two neighbours no gap grows, the END (always last) stays last and the
-        # span is unchanged: the session's boundaries and deadline cannot move.
-        bisect.insort(self.members, member, key=_order)
-        self.last_offset = member.offset
+        # span is unchanged: the session's boundaries and deadline cannot move.  It is on
+        # time, so it sorts after every folded member: among the raw ones.
+        assert isinstance(self.raw, list)  # it sorts before the last member: a raw one
+        bisect.insort(self.raw, member)
+        self.last_offset = member[1]
 
     def deadline(self, timing: Timing) -> int:
         """Return the smallest `stream time - grace` at which nothing can join this session."""
         last = self.last_ts
         # A fragment at last_ts + timeout would still join; an END takes nothing after it
         # (a fragment with the same event time sorts after it by offset).
-        deadline = last if self.members[-1].is_end else last + timing.timeout_ms + 1
+        deadline = last if self.ends() else last + timing.timeout_ms + 1
         if timing.max_duration_ms is not None:
             deadline = min(deadline, self.first_ts + timing.max_duration_ms)
         return deadline
 
+    def absorb(self, member: Member) -> None:
+        """Count the first raw member as folded (the caller ran the hooks, and drops it from
+        `raw`): keep its offset, and what the split rule and the tracker need of it."""
+        timestamp, offset, is_end, before = member[0], member[1], member[2], member[3]
+        # The offset as a zigzag varint of its difference to the previous one: 1 byte
+        # below 64, 2 below 8,192...  (inline: this runs for every fragment).
+        delta = offset - self.tail_offset if self.folded else offset
+        value = delta << 1 if delta >= 0 else (-delta << 1) - 1
+        buffer = self.offsets
+        while value >= 0x80:
+            buffer.append(value & 0x7F | 0x80)
+            value >>= 7
+        buffer.append(value)
+        if not self.folded or offset < self.opener_offset:
+            self.opener_offset, self.opener_time = offset, before
+        self.folded += 1
+        self.tail_ts, self.tail_offset, self.tail_end = timestamp, offset, is_end
 
-class KeyTimeline:
-    """The open sessions of one key, in event-time order."""
+    def folded_offsets(self) -> Iterator[int]:
+        """Yield the offsets of the folded members, in event-time order."""
+        offset = 0
+        for index, delta in enumerate(_read_offsets(self.offsets)):
+            offset = delta if index == 0 else offset + delta
+            yield offset
 
-    __slots__ = ("key", "segments")
+    def cut(self, index: int) -> list[Member]:
+        """Remove and return the raw members from `index` on (a re-split takes them)."""
+        if index >= len(self.raw):
+            return []
+        moved, kept = list(self.raw[index:]), self.raw[:index]
+        self.raw = kept if kept else ()
+        offsets = [member[1] for member in self.raw]
+        if self.folded:
+            offsets += [self.opener_offset, max(self.folded_offsets())]
+        self.first_offset, self.last_offset = min(offsets), max(offsets)
+        return moved
+
+
+class KeyTimeline(list[Segment]):
+    """The open sessions of one key, in event-time order (itself the list: one object less
+    per open key)."""
+
+    __slots__ = ("deadline_due", "fold_due", "key")
 
     def __init__(self, key: str) -> None:
+        super().__init__()
         self.key = key
-        self.segments: list[Segment] = []
+        # The engine's schedule (here, not in dicts of its own: less memory per key).
+        # Its heaps hold (time, key) with lazy deletion: an entry counts while its time
+        # equals the key's `*_due`; one may fire early, the key is then rescheduled.
+        self.deadline_due: int | None = None
+        """When `stream time - grace` reaches the first session's deadline (at the latest)."""
+        self.fold_due: int | None = None
+        """When the line is above the first raw member (at the latest)."""
 
-    def insert(self, member: Member, timing: Timing) -> tuple[list[Segment], list[Segment]]:
-        """Add an on-time member; return the (replaced, new) segments the tracker must know of."""
-        segments = self.segments
+    def place(self, member: Member, timing: Timing) -> tuple[list[int], list[Segment]] | None:
+        """Add an on-time member; return the first offsets of the sessions it replaced, and
+        the new sessions (the tracker must know of both).
+
+        None: the member was appended after a raw member, and is no END; then neither
+        the first deadline (it only moves later) nor the next member to fold moved.
+        """
         # Its offset is the largest yet, so an event time >= the last one sorts it last.
-        if not segments or member.timestamp_ms >= segments[-1].last_ts:
+        if not self or member[0] >= self[-1].last_ts:
             # The common case: only the last session can change.
-            if segments and segments[-1].accepts(member, timing):
-                segments[-1].append(member)
-                return [], []
-            segments.append(Segment(member))
-            return [], [segments[-1]]
-        if not member.is_end:
-            for segment in reversed(segments):
-                if member.timestamp_ms >= segment.first_ts:
-                    if member.timestamp_ms < segment.last_ts:
-                        segment.insert_inside(member)
-                        return [], []
-                    break  # between two sessions: it may extend or bridge them
-        # Otherwise the member may extend, bridge (merge) or split (END) sessions.
-        # Re-splitting the key's pending members from scratch is simple and exact; it
-        # equals the full batch split because every emitted session was final.
-        members = sorted([m for seg in segments for m in seg.members] + [member], key=_order)
-        self.segments = split(members, timing)
-        return segments, self.segments
+            if self and self[-1].accepts(member, timing):
+                last = self[-1]
+                quiet = bool(last.raw) and not member[2]
+                last.append(member)
+                return None if quiet else ([], [])
+            self.append(Segment(member))
+            return [], [self[-1]]
+        # The last session that starts before it: it may join it, or split it (an END).
+        index = len(self) - 1
+        while index >= 0 and self[index].first_ts > member[0]:
+            index -= 1
+        if index >= 0 and not member[2] and member[0] < self[index].last_ts:
+            self[index].insert_inside(member)
+            return [], []
+        return self._resplit(max(index, 0), index >= 0, member, timing)
+
+    def _resplit(
+        self, index: int, keep: bool, member: Member, timing: Timing
+    ) -> tuple[list[int], list[Segment]]:
+        """Re-split the raw members from `member` on: it may extend, bridge (merge) or split
+        (END) sessions.  `keep`: segment `index` starts before it and keeps its prefix."""
+        old = self[index:]
+        dropped = [segment.first_offset for segment in old]
+        rest = [member]
+        if keep:
+            head = old[0]
+            rest += head.cut(bisect.bisect(head.raw, member))
+            old = old[1:]
+        for segment in old:
+            # Each starts after `member`, which is on time: nothing of it is folded.
+            assert not segment.folded, "a session after an on-time member has folded members"
+            rest += segment.raw
+        added = split(rest, timing, [head] if keep else [])
+        self[index:] = added
+        return dropped, added
+
+    def first_raw_ts(self) -> int | None:
+        """Return the event time of the key's first raw member (the next to fold), if any."""
+        for segment in self:
+            if segment.raw:
+                return segment.raw[0][0]
+        return None
 
     def pop_final(self, watermark: int, timing: Timing) -> list[Segment]:
         """Remove and return the leading sessions whose deadline is <= `watermark`."""
         count = 0
-        while count < len(self.segments) and self.segments[count].deadline(timing) <= watermark:
+        while count < len(self) and self[count].deadline(timing) <= watermark:
             count += 1
-        final, self.segments = self.segments[:count], self.segments[count:]
+        final = self[:count]
+        del self[:count]
         return final
 
-    def remove(self, first_offset: int) -> Segment:
+    def take(self, first_offset: int) -> Segment:
         """Remove and return the open session whose first offset is `first_offset` (truncation)."""
         # The others keep their members and boundaries; their deadlines still never decrease.
-        for index, segment in enumerate(self.segments):
+        for index, segment in enumerate(self):
             if segment.first_offset == first_offset:
-                return self.segments.pop(index)
+                return self.pop(index)
         raise KeyError(f"key {self.key!r}: no open session starts at offset {first_offset}")
 
     def pop_all(self) -> list[Segment]:
         """Remove and return every open session (end of input)."""
-        final, self.segments = self.segments, []
+        final = self[:]
+        self.clear()
         return final
 
     def next_deadline(self, timing: Timing) -> int | None:
         """Return the deadline of the first open session, or None if there is none."""
-        return self.segments[0].deadline(timing) if self.segments else None
+        return self[0].deadline(timing) if self else None
 
 
-def _order(member: Member) -> tuple[int, int]:
-    return member.timestamp_ms, member.offset
-
-
-def split(members: list[Member], timing: Timing) -> list[Segment]:
-    """Split members sorted by (event time, offset) into sessions."""
-    segments: list[Segment] = []
+def split(
+    members: list[Member], timing: Timing, start: list[Segment] | None = None
+) -> list[Segment]:
+    """Split members sorted by (event time, offset) into sessions, continuing `start`'s last."""
+    segments = start if start is not None else []
     for member in members:
         if segments and segments[-1].accepts(member, timing):
             segments[-1].append(member)
         else:
             segments.append(Segment(member))
     return segments
+
+
+def _read_offsets(buffer: bytes | bytearray) -> Iterator[int]:
+    """Yield the deltas `Segment.absorb` wrote."""
+    value = shift = 0
+    for byte in buffer:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            yield value >> 1 if not value & 1 else -((value + 1) >> 1)
+            value = shift = 0

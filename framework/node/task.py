@@ -6,19 +6,18 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from framework.node.ports import SourceRecord
+from framework.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
-from router.wire import Watermark as WireWatermark
 from router.wire import decode_record, encode_fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import (
+    EngineOutput,
     FinishedSession,
-    Fragment,
+    FoldedHookFailure,
     FutureFragment,
-    HookFailure,
     LateFragment,
-    Watermark,
 )
 from sessionizer.sinks import DeadLetter
 from state.record import StreamState
@@ -98,13 +97,14 @@ class StreamTask:
                     self.stream, record.offset, exc.reason, str(exc), record.key, record.value
                 )
             ]
-        if isinstance(item, WireWatermark):
-            engine_record: Fragment | Watermark = Watermark(
-                record.offset, item.timestamp_ms, item.end
-            )
+        # The decoded parts go straight to the engine: no second record object.
+        if isinstance(item, Watermark):
+            produced = self.engine.process_watermark(record.offset, item.timestamp_ms, item.end)
         else:
-            engine_record = Fragment(record.offset, item.key, item.timestamp_ms, item.fields)
-        outputs = [self._output(out) for out in self.engine.process(engine_record)]
+            produced = self.engine.process_fragment(
+                record.offset, item.key, item.timestamp_ms, item.fields
+            )
+        outputs = [self._output(out) for out in produced] if produced else []
         self.position = record.offset + 1
         return outputs
 
@@ -117,10 +117,16 @@ class StreamTask:
         self.committed = state
         self.emitted = False
 
-    def _output(self, out: FinishedSession | LateFragment | HookFailure) -> Output:
+    def _output(self, out: EngineOutput) -> Output:
         if isinstance(out, FinishedSession):
             return out
         self.dead_letters += 1
+        if isinstance(out, FoldedHookFailure):
+            # A fragment of a failed session that was already folded: the engine kept
+            # its offset, not its bytes.  The headers name the stream and the offset.
+            error = f"{out.error} (already folded: value left empty, the record is at this offset)"
+            key = out.key.encode("utf-8")
+            return DeadLetter(self.stream, out.offset, f"hook:{out.hook}", error, key, b"")
         fragment = out.fragment
         # The fragment's original bytes, re-encoded: the wire format is deterministic.
         key, value = encode_fragment(

@@ -22,6 +22,7 @@ from sessionizer import (
     batch_sessions,
     session_id,
 )
+from sessionizer.records import FoldedHookFailure
 from state import StreamState
 from tests.unit.session_harness import Recorder, batch_identity, frag, identity
 from tests.unit.test_tracker import FIGURE_4_3
@@ -208,12 +209,24 @@ def test_arrival_hook_failure_dead_letters_one_fragment(hook: str, stream_time: 
     assert engine.counters.hook_failures == 1
 
 
-@pytest.mark.parametrize(("hook", "bad"), [("open", 0), ("update", 2)])
-def test_fold_hook_failure_dead_letters_the_whole_session(hook: str, bad: int) -> None:
+@pytest.mark.parametrize(
+    ("hook", "bad", "kinds"),
+    [
+        ("open", 0, ["HookFailure", "FoldedHookFailure"]),
+        ("update", 2, ["FoldedHookFailure", "HookFailure"]),
+    ],
+)
+def test_fold_hook_failure_dead_letters_the_whole_session(
+    hook: str, bad: int, kinds: list[str]
+) -> None:
     engine = SessionEngine(STREAM, _Fails(hook, bad=bad))
     outputs = _run(engine, _FAILING_STREAM)
-    failures = [o for o in outputs if isinstance(o, HookFailure)]
-    assert [(f.fragment.offset, f.hook) for f in failures] == [(0, hook), (2, hook)]
+    failures = [o for o in outputs if isinstance(o, HookFailure | FoldedHookFailure)]
+    assert [(f.offset, f.key, f.hook) for f in failures] == [(0, "a", hook), (2, "a", hook)]
+    # The fragment the hook failed on keeps its bytes; the other one was folded (grace 0)
+    # before the session ended, and only its offset is left.
+    assert [type(f).__name__ for f in failures] == kinds
+    assert next(f for f in failures if isinstance(f, HookFailure)).fragment.offset == bad
     assert {f.session_id for f in failures} == {session_id(STREAM, 0, "a")}
     assert [s.key for s in _sessions(outputs)] == ["b"]  # the stream goes on
     assert (engine.counters.hook_failures, engine.counters.sessions) == (2, 1)
