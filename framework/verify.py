@@ -50,7 +50,7 @@ class Verification:
 
 
 def expected_sessions(
-    fragments: Iterable[ParsedFragment], processor: StreamProcessor
+    fragments: Iterable[ParsedFragment], processor: StreamProcessor[Any]
 ) -> Counter[Signature]:
     """The sessions the batch definition gives for these fragments, as signatures."""
     timing = Timing.of(processor)

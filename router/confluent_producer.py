@@ -41,7 +41,7 @@ class ConfluentTransport:
         self._fragment_failures = 0
         settings = config.confluent_settings()
         # librdkafka waits this long for an acknowledgement before failing a record.
-        self._delivery_timeout_s = int(settings.get("delivery.timeout.ms", 300_000)) / 1000
+        self._delivery_timeout_s = int(str(settings.get("delivery.timeout.ms", 300_000))) / 1000
         self._producer = Producer(
             {**settings, "delivery.report.only.error": True, "on_delivery": self._delivered}
         )
@@ -71,7 +71,7 @@ class ConfluentTransport:
         """Queue one record; when librdkafka's queue is full, serve it until there is room."""
         try:
             self._produce(
-                self._topics[stream], value, key, 0, timestamp=timestamp_ms, headers=headers
+                self._topics[stream], value, key, 0, timestamp=timestamp_ms, headers=_wide(headers)
             )
         except BufferError:
             self._send_when_room(stream, key, value, timestamp_ms, headers)
@@ -111,7 +111,7 @@ class ConfluentTransport:
         while True:
             self._producer.poll(_FULL_QUEUE_WAIT_S)
             try:
-                self._produce(topic, value, key, 0, timestamp=timestamp_ms, headers=headers)
+                self._produce(topic, value, key, 0, timestamp=timestamp_ms, headers=_wide(headers))
                 return
             except KafkaException as exc:
                 raise ProduceFailed(self._config.app, f"cannot send to {topic}: {exc}") from exc
@@ -128,3 +128,8 @@ class ConfluentTransport:
         _log.warning("send_failed", topic=topic, error=str(error))
         self._failures.append(f"{topic}: {error}")
         self._fragment_failures += message.key() is not None
+
+
+def _wide(headers: Headers | None) -> list[tuple[str, str | bytes | None]] | None:
+    """Headers as confluent-kafka types them (a wider value type than the wire's)."""
+    return None if headers is None else list(headers)

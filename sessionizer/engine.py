@@ -67,7 +67,7 @@ class SessionEngine:
     def __init__(
         self,
         stream: str,
-        processor: StreamProcessor,
+        processor: StreamProcessor[Any],
         resume: StreamState | None = None,
         *,
         ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,

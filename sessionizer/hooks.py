@@ -37,7 +37,7 @@ class HookFailed(Exception):
         self.error = error
 
 
-def fold_below(processor: StreamProcessor, timeline: KeyTimeline, line: int) -> None:
+def fold_below(processor: StreamProcessor[Any], timeline: KeyTimeline, line: int) -> None:
     """Fold every raw member of a key whose event time is below `line`, in event-time order."""
     key = timeline.key
     for segment in timeline:
@@ -53,7 +53,7 @@ def fold_below(processor: StreamProcessor, timeline: KeyTimeline, line: int) -> 
         segment.raw = ()
 
 
-def fold(processor: StreamProcessor, key: str, segment: Segment, member: Member) -> None:
+def fold(processor: StreamProcessor[Any], key: str, segment: Segment, member: Member) -> None:
     """Fold a session's first raw member into it: `open` (first member) then `update`.
 
     A hook that raises marks the session failed (`segment.failure`, keeping the
@@ -78,7 +78,7 @@ def fold(processor: StreamProcessor, key: str, segment: Segment, member: Member)
     segment.absorb(member)
 
 
-def close(processor: StreamProcessor, key: str, segment: Segment) -> dict[str, Any]:
+def close(processor: StreamProcessor[Any], key: str, segment: Segment) -> dict[str, Any]:
     """Return `close()`'s result for a fully folded session; raise `HookFailed` naming the hook."""
     if segment.failure is not None:
         raise HookFailed(segment.failure.hook, segment.failure.error)

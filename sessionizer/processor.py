@@ -6,15 +6,21 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sessionizer.errors import ProcessorError
 
-__all__ = ["StreamProcessor", "Timing"]
+__all__ = ["Session", "StreamProcessor", "Timing"]
+
+Session = TypeVar("Session")
+"""The type of a processor's session object (what `open` returns and `update` folds into)."""
 
 
-class StreamProcessor(ABC):
+class StreamProcessor(ABC, Generic[Session]):
     """Defines what a session is and what a finished session yields.
+
+    Generic over the session object: `class Visits(StreamProcessor[dict[str, int]])`
+    lets a type checker hold `open`, `update` and `close` to one type.
 
     Class attributes (seconds of event time; validated when the class is defined
     and again when an engine is built):
@@ -65,15 +71,15 @@ class StreamProcessor(ABC):
         return False
 
     @abstractmethod
-    def open(self, key: str, fragment: Mapping[str, Any]) -> Any:
+    def open(self, key: str, fragment: Mapping[str, Any]) -> Session:
         """Return a new session object for `key`, given its first fragment."""
 
     @abstractmethod
-    def update(self, session: Any, fragment: Mapping[str, Any]) -> Any | None:
+    def update(self, session: Session, fragment: Mapping[str, Any]) -> Session | None:
         """Fold one fragment into the session; return a replacement session or None."""
 
     @abstractmethod
-    def close(self, key: str, session: Any) -> Mapping[str, Any]:
+    def close(self, key: str, session: Session) -> Mapping[str, Any]:
         """Return the finished session's result: a JSON-able dict."""
 
 
@@ -87,7 +93,7 @@ class Timing:
     max_lead_ms: int | None = None
 
     @classmethod
-    def of(cls, processor: StreamProcessor | type[StreamProcessor]) -> Timing:
+    def of(cls, processor: StreamProcessor[Any] | type[StreamProcessor[Any]]) -> Timing:
         """Read and validate the time attributes of a processor (class or instance)."""
         owner = processor.__name__ if isinstance(processor, type) else type(processor).__name__
         timeout = _to_ms(owner, "timeout", processor.timeout, allow_zero=False)

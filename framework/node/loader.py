@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from framework.errors import ConfigError
 from sessionizer.processor import StreamProcessor
@@ -10,7 +11,7 @@ from sessionizer.processor import StreamProcessor
 __all__ = ["load_processor"]
 
 
-def load_processor(spec: str) -> StreamProcessor:
+def load_processor(spec: str) -> StreamProcessor[Any]:
     """Import `module:Class` and return an instance of it."""
     module_name, _, class_name = spec.partition(":")
     try:

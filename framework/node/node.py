@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
+from typing import Any
 
 import structlog
 
@@ -65,7 +66,7 @@ class Node:
         self,
         config: NodeConfig,
         *,
-        processor: StreamProcessor | None = None,
+        processor: StreamProcessor[Any] | None = None,
         parts: NodeParts | None = None,
     ) -> None:
         if processor is None and not config.processor:

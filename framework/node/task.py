@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from framework.node.ports import SourceRecord
 from framework.watermark import Watermark
@@ -43,7 +43,7 @@ class StreamTask:
     """Output went to the sink since the last commit (a failed flush must rewind this stream)."""
 
     @classmethod
-    def resume(cls, processor: StreamProcessor, state: StreamState) -> StreamTask:
+    def resume(cls, processor: StreamProcessor[Any], state: StreamState) -> StreamTask:
         """A task that continues from a stored state, reading from its safe offset."""
         engine = SessionEngine(state.stream, processor, resume=state)
         return cls(state.stream, engine, position=state.safe_offset, committed=state)

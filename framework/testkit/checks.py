@@ -182,7 +182,7 @@ def _describe(output: Output) -> str:
     return f"dead letter {output.reason!r} of {output.stream} offset {output.offset}"
 
 
-def _event_time(processor: StreamProcessor, fragment: ParsedFragment) -> int:
+def _event_time(processor: StreamProcessor[Any], fragment: ParsedFragment) -> int:
     """The event time the engine takes from `timestamp()` (a float is truncated)."""
     return math.trunc(processor.timestamp(fragment.fields, fragment.timestamp_ms))
 

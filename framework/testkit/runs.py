@@ -6,7 +6,7 @@ import copy
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from framework.node.task import Output, StreamTask
 from framework.testkit.inputs import Input, StreamRecord, encode_inputs
@@ -31,7 +31,7 @@ __all__ = [
     "simulate",
 ]
 
-ProcessorSource: TypeAlias = StreamProcessor | Callable[[], StreamProcessor]
+ProcessorSource: TypeAlias = StreamProcessor[Any] | Callable[[], StreamProcessor[Any]]
 """A processor (deep-copied for each owner) or a class or factory (called for each owner)."""
 CrashPoints: TypeAlias = frozenset[int] | Literal["every"]
 """The offsets after which a stream's owner crashes, or after every offset."""
@@ -172,7 +172,9 @@ def simulate(
     log = RunLog(type(shared).__name__, RunResult(), fragments)
     keep = uncommitted + 1 if crash_at else 0
 
-    def owner(number: int, state: StreamState, made: StreamProcessor, crash: int | None) -> Owner:
+    def owner(
+        number: int, state: StreamState, made: StreamProcessor[Any], crash: int | None
+    ) -> Owner:
         return Owner(number, state, StreamTask.resume(made, state), crash, deque(maxlen=keep))
 
     def read(current: Owner, record: StreamRecord) -> None:
@@ -226,7 +228,7 @@ def crash_points(crash_at: Iterable[int] | Literal["every"]) -> CrashPoints:
     return points
 
 
-def fresh_processor(processor: ProcessorSource) -> StreamProcessor:
+def fresh_processor(processor: ProcessorSource) -> StreamProcessor[Any]:
     """A processor for a new owner: a deep copy of an instance, or a new one from a factory."""
     if isinstance(processor, StreamProcessor):
         try:

@@ -25,7 +25,7 @@ _REPEATED = re.compile(r"message repeated (\d+) times: \[ ?(.*)")
 _FAILURES = ("Failed password", "Failed publickey", "Invalid user")
 
 
-class SshConnections(StreamProcessor):
+class SshConnections(StreamProcessor[dict[str, Any]]):
     """One sshd connection: who tried, from where, and whether they got in."""
 
     timeout = 10 * 60

@@ -40,7 +40,7 @@ def is_page(path: str) -> bool:
     return not path.split("?", 1)[0].lower().endswith(ASSET_SUFFIXES)
 
 
-class WebSessions(StreamProcessor):
+class WebSessions(StreamProcessor[dict[str, Any]]):
     """A visitor's visit: pages, landing and exit page, referrer site, bytes, bounce."""
 
     timeout = 30 * 60

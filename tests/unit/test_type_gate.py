@@ -33,3 +33,23 @@ def test_a_type_error_against_the_public_api_fails_the_check(tmp_path: Path) -> 
     right = tmp_path / "right.py"
     right.write_text(wrong.read_text().replace("'often'", "2.0"))
     assert _mypy(right).returncode == 0
+
+
+def test_a_processor_is_generic_over_its_session_state(tmp_path: Path) -> None:
+    source = tmp_path / "visits.py"
+    source.write_text(
+        "from collections.abc import Mapping\n"
+        "from typing import Any\n"
+        "from framework import StreamProcessor\n\n"
+        "class Visits(StreamProcessor[dict[str, int]]):\n"
+        "    def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, int]:\n"
+        "        return {'pages': 0}\n\n"
+        "    def update(self, session: dict[str, int], fragment: Mapping[str, Any]) -> None:\n"
+        "        session['pages'] += 1\n\n"
+        "    def close(self, key: str, session: dict[str, int]) -> Mapping[str, Any]:\n"
+        "        return session\n"
+    )
+    assert _mypy(source).returncode == 0
+    source.write_text(source.read_text().replace("-> dict[str, int]:", "-> list[int]:"))
+    result = _mypy(source)
+    assert result.returncode == 1 and "open" in result.stdout, result.stdout
