@@ -222,7 +222,7 @@ class MemberGroup(ProcessGroup):
 
 
 def _child_env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the checkout: framework/testing/ is two below
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
 
