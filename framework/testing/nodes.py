@@ -22,7 +22,15 @@ from framework.testing.members import MemberProcess, ProcessGroup, balanced
 from framework.zookeeper import zookeeper_client
 from router.naming import stream_name
 
-__all__ = ["NodeGroup", "StateObserver", "caught_up", "settled", "streams_of"]
+__all__ = [
+    "NodeGroup",
+    "StateObserver",
+    "caught_up",
+    "last_words",
+    "settled",
+    "settled_alive",
+    "streams_of",
+]
 
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
 
@@ -85,6 +93,30 @@ def settled(
     except NoNodeError:
         return False  # no node has created the layout yet
     return bool(owned) and caught_up(client, connection, streams)
+
+
+def last_words(group: NodeGroup, node: str, lines: int = 12) -> str:
+    """A node's exit code and the end of its log, for a test's failure message."""
+    member = group.nodes[node]
+    tail = member.log_path.read_text(errors="replace").splitlines()[-lines:]
+    return f"{node} exited {member.process.poll()}; its log ends:\n" + "\n".join(tail)
+
+
+def settled_alive(
+    client: KazooClient,
+    connection: ConnectionConfig,
+    group: NodeGroup,
+    members: list[str],
+    streams: list[str],
+) -> bool:
+    """`settled`, but fail at once (with its last log lines) when one of `members` has died."""
+    running = group.running()
+    dead = [n for n in members if n not in running]
+    assert not dead, "a node died:\n" + "\n".join(last_words(group, n) for n in dead)
+    try:
+        return settled(client, connection, members, streams)
+    except KazooException:
+        return False  # the caller's own session, back from a paused server: look again
 
 
 class StateObserver:

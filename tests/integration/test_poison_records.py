@@ -13,7 +13,6 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,13 @@ from kafka import KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import InvalidTimestampError
 from kafka.producer.future import RecordMetadata
-from kazoo.client import KazooClient
 
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import wait_for
-from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.testing.nodes import NodeGroup, settled_alive, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
@@ -84,22 +82,6 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
     config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
     with StreamProducer(config) as producer:
         produce_fragments(producer, fragments, end_of_input=end)
-
-
-def _last_words(group: NodeGroup, node: str, lines: int = 12) -> str:
-    member = group.nodes[node]
-    tail = member.log_path.read_text(errors="replace").splitlines()[-lines:]
-    return f"{node} exited {member.process.poll()}; its log ends:\n" + "\n".join(tail)
-
-
-def _settled_alive(
-    zk: KazooClient, connection: ConnectionConfig, group: NodeGroup, members: Sequence[str]
-) -> bool:
-    """`settled`, but fail at once (with the node's last log lines) when a node has died."""
-    running = group.running()
-    dead = [n for n in members if n not in running]
-    assert not dead, "a node died:\n" + "\n".join(_last_words(group, n) for n in dead)
-    return settled(zk, connection, members, streams_of(connection.app, STREAMS))
 
 
 def _corruptions(clean: list[ParsedFragment], timestamp_ms: int) -> list[Poison]:
@@ -231,7 +213,13 @@ def test_poison_records_become_dead_letters_and_no_node_dies(
         _produce(connection, clean[:half], end=False)
         poison = _write_poison(kafka_bootstrap, app, _poison_records(clean, now_ms))
         _produce(connection, clean[half:], end=True)
-        wait_for(lambda: _settled_alive(zk, connection, group, NODES), 180, "catch-up")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, NODES, streams_of(connection.app, STREAMS)
+            ),
+            180,
+            "catch-up",
+        )
         assert group.running() == list(NODES)
 
     letters: dict[tuple[str, int], list[Any]] = {}
@@ -309,7 +297,13 @@ def test_unsendable_sessions_become_dead_letters_that_reference_them(
     with NodeGroup(connection, tmp_path, name) as group, zookeeper_client(zk_hosts) as zk:
         for node in NODES:
             group.start(node)
-        wait_for(lambda: _settled_alive(zk, connection, group, NODES), 180, "catch-up")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, NODES, streams_of(connection.app, STREAMS)
+            ),
+            180,
+            "catch-up",
+        )
         assert group.running() == list(NODES)
 
     referenced: dict[str, tuple[str, int, int, str | None]] = {}

@@ -15,15 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import wait_for
-from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.testing.nodes import NodeGroup, last_words, settled_alive, streams_of
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
@@ -44,25 +42,6 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
     config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
     with StreamProducer(config) as producer:
         produce_fragments(producer, fragments, end_of_input=end)
-
-
-def _last_words(group: NodeGroup, node: str, lines: int = 12) -> str:
-    member = group.nodes[node]
-    tail = member.log_path.read_text(errors="replace").splitlines()[-lines:]
-    return f"{node} exited {member.process.poll()}; its log ends:\n" + "\n".join(tail)
-
-
-def _settled_alive(
-    zk: KazooClient, connection: ConnectionConfig, group: NodeGroup, members: Sequence[str]
-) -> bool:
-    """`settled`, but fail at once (with the node's last log lines) when a node has died."""
-    running = group.running()
-    dead = [n for n in members if n not in running]
-    assert not dead, "a node died:\n" + "\n".join(_last_words(group, n) for n in dead)
-    try:
-        return settled(zk, connection, members, streams_of(connection.app, STREAMS))
-    except KazooException:
-        return False  # this test's own session, back from a paused server: look again
 
 
 def _assert_exact(connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
@@ -103,7 +82,13 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         for node in nodes:
             group.start(node, "--delivery-timeout", "3", "--kafka-client", client)
         _produce(connection, fragments[:third], end=False)
-        wait_for(lambda: _settled_alive(zk, connection, group, nodes), 120, "catch-up")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, nodes, streams_of(connection.app, STREAMS)
+            ),
+            120,
+            "catch-up",
+        )
 
         gate.touch()
         _produce(connection, fragments[third : 2 * third], end=False)
@@ -123,7 +108,13 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         assert seen, "no node logged a failed send in 15 s with the broker down and output held"
 
         _produce(connection, fragments[2 * third :], end=True)
-        wait_for(lambda: _settled_alive(zk, connection, group, nodes), 180, "recovery")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, nodes, streams_of(connection.app, STREAMS)
+            ),
+            180,
+            "recovery",
+        )
         assert group.running() == nodes
     _assert_exact(connection, fragments)
 
@@ -162,7 +153,13 @@ def test_sigterm_with_zookeeper_stopped_exits_in_bounded_time_and_loses_nothing(
     ):
         node = group.start("n1")
         _produce(connection, fragments[:half], end=False)
-        wait_for(lambda: _settled_alive(zk, connection, group, ["n1"]), 120, "catch-up")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, ["n1"], streams_of(connection.app, STREAMS)
+            ),
+            120,
+            "catch-up",
+        )
 
         cluster.pause("zk1")
         try:
@@ -179,7 +176,7 @@ def test_sigterm_with_zookeeper_stopped_exits_in_bounded_time_and_loses_nothing(
                 wait_for(lambda: node.process.poll() is not None, limit, "n1 to exit")
             except TimeoutError:
                 raise AssertionError(
-                    f"n1 still runs {limit:.0f} s after the signal:\n{_last_words(group, 'n1')}"
+                    f"n1 still runs {limit:.0f} s after the signal:\n{last_words(group, 'n1')}"
                 ) from None
             took = time.monotonic() - signalled
         finally:
@@ -190,5 +187,11 @@ def test_sigterm_with_zookeeper_stopped_exits_in_bounded_time_and_loses_nothing(
 
         group.start("n2")
         _produce(connection, fragments[half:], end=True)
-        wait_for(lambda: _settled_alive(zk, connection, group, ["n2"]), 120, "n2 resumes")
+        wait_for(
+            lambda: settled_alive(
+                zk, connection, group, ["n2"], streams_of(connection.app, STREAMS)
+            ),
+            120,
+            "n2 resumes",
+        )
     _assert_exact(connection, fragments)
