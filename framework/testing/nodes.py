@@ -7,11 +7,14 @@ that no stream's stored offsets ever move backwards while faults happen.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import Any
 
+from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
@@ -25,8 +28,10 @@ from router.naming import stream_name
 __all__ = [
     "NodeGroup",
     "StateObserver",
+    "answering",
     "caught_up",
     "last_words",
+    "node_story",
     "settled",
     "settled_alive",
     "streams_of",
@@ -117,6 +122,52 @@ def settled_alive(
         return settled(client, connection, members, streams)
     except KazooException:
         return False  # the caller's own session, back from a paused server: look again
+
+
+# Events that tell what a node did about its streams and servers (node_stats is noise here).
+STORY_EVENTS = frozenset(
+    {
+        "node_started", "stream_resumed", "streams_lost", "session_lost", "stream_fenced",
+        "zookeeper_suspended", "zookeeper_resumed", "sink_flush_failed", "sink_failed",
+        "commit_failed", "kafka_poll_failed", "stream_load_failed", "node_crashed", "node_stopped",
+    }
+)  # fmt: skip
+
+
+def node_story(group: NodeGroup, events: Collection[str] = STORY_EVENTS) -> str:
+    """What each node logged of `events` (and every error), one line each, for failure reports."""
+    lines = []
+    for name, member in group.nodes.items():
+        code = member.process.poll()
+        lines.append(f"--- {name} ({'running' if code is None else f'exited {code}'})")
+        for event in member.events():
+            if event.get("event") in events or event.get("level") in ("error", "critical"):
+                fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
+                lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
+    return "\n".join(lines)
+
+
+def answering(
+    group: NodeGroup,
+    condition: Callable[[], Any],
+    live: Callable[[], Iterable[str]] | None = None,
+) -> Callable[[], Any]:
+    """`condition`, read as false while a server does not answer this very moment.
+
+    Fails at once when one of the `live` nodes (default: all of the group's) has
+    exited on its own: waiting on would only time out.
+    """
+
+    def check() -> Any:
+        names = group.nodes if live is None else live()
+        dead = {n: code for n in names if (code := group.nodes[n].process.poll()) is not None}
+        assert not dead, f"node(s) exited on their own: {dead}"
+        try:
+            return condition()
+        except (KafkaError, KazooException):
+            return False
+
+    return check
 
 
 class StateObserver:

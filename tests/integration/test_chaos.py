@@ -14,7 +14,6 @@ The seed is printed first, and a one-line report last.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -22,18 +21,23 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
-from kafka.errors import KafkaError
-from kazoo.exceptions import KazooException
 
 from framework.cluster import LocalCluster
 from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import balanced, wait_for
-from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
+from framework.testing.nodes import (
+    NodeGroup,
+    StateObserver,
+    answering,
+    node_story,
+    settled,
+    streams_of,
+)
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
@@ -53,11 +57,6 @@ CHUNKS = 10  # traffic chunks; a fault before each chunk but the first
 SESSION_TIMEOUT = 5.0
 Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart"]
 FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart")
-STORY = (
-    "node_started", "streams_lost", "session_lost", "stream_fenced", "zookeeper_suspended",
-    "zookeeper_resumed", "sink_flush_failed", "sink_failed", "commit_failed",
-    "kafka_poll_failed", "stream_load_failed", "node_crashed", "node_stopped",
-)  # fmt: skip
 
 
 def _setting(name: str, default: int) -> int:
@@ -129,7 +128,11 @@ class Chaos:
             others = [n for n in self.live() if n != victim]
             with zookeeper_client(connection.zk) as zk:
                 wait_for(
-                    _maybe(self, lambda: balanced(zk, connection.paths, others, STREAMS)),
+                    answering(
+                        self.group,
+                        live=self.live,
+                        condition=lambda: balanced(zk, connection.paths, others, STREAMS),
+                    ),
                     120,
                     f"the others to take {victim}'s streams",
                 )
@@ -156,40 +159,10 @@ class Chaos:
         self._note(f"restart {name}{' (leader)' if name == leader else ''}")
 
 
-def _maybe(chaos: Chaos, condition: Callable[[], Any]) -> Callable[[], Any]:
-    """`condition`, false while a server is away; fails at once if a node died on its own."""
-
-    def check() -> Any:
-        dead = {
-            n: chaos.group.nodes[n].process.poll()
-            for n in chaos.live()
-            if chaos.group.nodes[n].process.poll() is not None
-        }
-        assert not dead, f"node(s) exited on their own: {dead}"
-        try:
-            return condition()
-        except (KafkaError, KazooException):
-            return False
-
-    return check
-
-
 def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
     config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
     with StreamProducer(config) as producer:
         produce_fragments(producer, fragments, end_of_input=end)
-
-
-def _story(group: NodeGroup) -> str:
-    lines = []
-    for name, member in group.nodes.items():
-        code = member.process.poll()
-        lines.append(f"--- {name} ({'running' if code is None else f'exited {code}'})")
-        for event in member.events():
-            if event.get("event") in STORY or event.get("level") in ("error", "critical"):
-                fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
-                lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
-    return "\n".join(lines)
 
 
 def test_chaos_keeps_the_output_exact(
@@ -228,20 +201,26 @@ def test_chaos_keeps_the_output_exact(
                 if not last and rng.random() < 0.5:
                     # Sometimes a quiet point before the next fault, sometimes none.
                     wait_for(
-                        _maybe(
-                            chaos, lambda: balanced(zk, connection.paths, chaos.live(), STREAMS)
+                        answering(
+                            chaos.group,
+                            live=chaos.live,
+                            condition=lambda: balanced(zk, connection.paths, chaos.live(), STREAMS),
                         ),
                         120,
                         "balance",
                     )
             wait_for(
-                _maybe(chaos, lambda: settled(zk, connection, chaos.live(), streams)),
+                answering(
+                    chaos.group,
+                    live=chaos.live,
+                    condition=lambda: settled(zk, connection, chaos.live(), streams),
+                ),
                 300,
                 "every stream caught up",
             )
         except BaseException:
             print("chaos faults so far:\n" + "\n".join(chaos.log))
-            print(f"node events:\n{_story(group)}")
+            print(f"node events:\n{node_story(group)}")
             raise
     written = read_sessions(connection.bootstrap, app, deduplicate=False)
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
@@ -253,7 +232,7 @@ def test_chaos_keeps_the_output_exact(
         f"{result.conflicting_duplicates}, took {time.monotonic() - started:.0f} s"
     )
     if not result.exact:
-        print(f"node events:\n{_story(group)}")
+        print(f"node events:\n{node_story(group)}")
     assert observer.violations == [], "a stored offset moved backwards"
     assert result.lost == 0, result
     assert result.conflicting_duplicates == 0, result

@@ -18,16 +18,12 @@ nodes past the zombie window), and the output is exact at the end.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kafka.errors import KafkaError
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
 from framework.cluster import LocalCluster
 from framework.cluster.netns import CutTarget, NetworkLab, unavailable
@@ -36,7 +32,14 @@ from framework.progress import end_offsets, read_states
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import claims_by_owner, wait_for
-from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
+from framework.testing.nodes import (
+    NodeGroup,
+    StateObserver,
+    answering,
+    node_story,
+    settled,
+    streams_of,
+)
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
@@ -54,12 +57,6 @@ STREAMS = 9
 SESSION_TIMEOUT = 4.0
 # What a node logs when it sees its ZooKeeper connection or its streams go.
 NOTICED = ("zookeeper_suspended", "streams_lost", "stream_fenced")
-# Events that tell what a node did about its streams; node_stats is left out (noise).
-STORY = (
-    "node_started", "stream_resumed", "streams_lost", "stream_fenced", "zookeeper_suspended",
-    "zookeeper_resumed", "sink_flush_failed", "commit_failed", "kafka_poll_failed",
-    "stream_load_failed", "node_stopped",
-)  # fmt: skip
 
 
 @pytest.fixture
@@ -89,36 +86,6 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
         produce_fragments(producer, fragments, end_of_input=end)
 
 
-def _maybe(group: NodeGroup, condition: Callable[[], Any]) -> Callable[[], Any]:
-    """`condition`, read as false while a server does not answer this very moment.
-
-    Fails at once when a node process has died: waiting on would only time out.
-    """
-
-    def check() -> Any:
-        dead = {n: m.process.poll() for n, m in group.nodes.items() if m.process.poll() is not None}
-        assert not dead, f"node(s) exited: {dead}"
-        try:
-            return condition()
-        except (KafkaError, KazooException):
-            return False
-
-    return check
-
-
-def _story(group: NodeGroup) -> str:
-    """What each node logged about its streams, one line per event, for failure reports."""
-    lines = []
-    for name, member in group.nodes.items():
-        code = member.process.poll()
-        lines.append(f"--- {name} ({'running' if code is None else f'exited {code}'})")
-        for event in member.events():
-            if event.get("event") in STORY or event.get("level") in ("error", "critical"):
-                fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
-                lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
-    return "\n".join(lines)
-
-
 @pytest.mark.parametrize("cut", ["zk", "kafka", "both"])
 def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
     lab: NetworkLab, cluster: LocalCluster, app: str, tmp_path: Path, cut: CutTarget
@@ -142,7 +109,9 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
                     group.start(node, netns=lab.namespace(node))
                 _produce(connection, fragments[:third], end=False)
                 wait_for(
-                    _maybe(group, lambda: settled(zk, connection, NODES, streams)), 120, "catch-up"
+                    answering(group, lambda: settled(zk, connection, NODES, streams)),
+                    120,
+                    "catch-up",
                 )
                 held = claims_by_owner(zk, connection.paths).get(VICTIM, set())
                 assert held, f"{VICTIM} holds no stream before the cut"
@@ -156,7 +125,7 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
                     # Past the victim's session timeout the others own every stream,
                     # and they catch up on its streams too.
                     wait_for(
-                        _maybe(group, lambda: settled(zk, connection, others, streams)),
+                        answering(group, lambda: settled(zk, connection, others, streams)),
                         120,
                         "takeover",
                     )
@@ -169,17 +138,17 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
                 lab.heal(VICTIM)
                 _produce(connection, fragments[2 * third :], end=True)
                 wait_for(
-                    _maybe(group, lambda: settled(zk, connection, NODES, streams)),
+                    answering(group, lambda: settled(zk, connection, NODES, streams)),
                     180,
                     "heal and rejoin",
                 )
                 assert group.running() == list(NODES), "a node died"
             except BaseException:
-                print(f"\nnode events (cut {cut}):\n{_story(group)}")
+                print(f"\nnode events (cut {cut}):\n{node_story(group)}")
                 raise
             victim = group.nodes[VICTIM]
             fenced = victim.events("streams_lost") + victim.events("stream_fenced")
-            print(f"\nnode events (cut {cut}):\n{_story(group)}")
+            print(f"\nnode events (cut {cut}):\n{node_story(group)}")
         written = read_sessions(connection.bootstrap, connection.app, deduplicate=False)
     if cut == "kafka":
         assert not fenced, f"{VICTIM} gave up streams although ZooKeeper stayed reachable"
@@ -214,4 +183,4 @@ def _assert_streams_pause(
         window = time.monotonic() - cut_at >= 2 * SESSION_TIMEOUT
         return others_caught_up and victim_behind and window
 
-    wait_for(_maybe(group, paused), 120, f"{VICTIM}'s streams to pause while the others go on")
+    wait_for(answering(group, paused), 120, f"{VICTIM}'s streams to pause while the others go on")
