@@ -26,6 +26,7 @@ from framework.cluster.process import (
     free_ports,
     pid_alive,
     port_taken,
+    stop_together,
     wait_until,
 )
 from framework.cluster.security import ClusterSecurity
@@ -235,13 +236,8 @@ class LocalCluster:
         zookeepers = [
             self._processes[n.name] for n in self._zookeepers if n.name in self._processes
         ]
-        for group in (kafkas, zookeepers):
-            # Signal the whole group before waiting, so a quorum shuts down together
-            # instead of each node waiting for peers that are already gone.
-            for process in group:
-                process.terminate()
-            for process in group:
-                process.stop(timeout=20)
+        stop_together(kafkas)
+        stop_together(zookeepers)
         (self.directory / STATE_FILE).unlink(missing_ok=True)
 
     def __enter__(self) -> LocalCluster:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from framework.errors import ClusterError
 
-__all__ = ["ServerProcess", "free_ports", "pid_alive", "port_taken", "wait_until"]
+__all__ = [
+    "ServerProcess",
+    "free_ports",
+    "pid_alive",
+    "port_taken",
+    "stop_together",
+    "wait_until",
+]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -167,3 +174,15 @@ class ServerProcess:
         if self._popen is not None:
             self._popen.wait()
         return True
+
+
+def stop_together(processes: Sequence[ServerProcess], timeout: float = 20) -> None:
+    """Signal every process first, then wait for each: a group shuts down together.
+
+    A quorum (or a Spark master's workers) stopped one by one would have each
+    member wait for peers that are already gone.
+    """
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.stop(timeout=timeout)

@@ -33,6 +33,7 @@ from framework.cluster.process import (
     free_ports,
     pid_alive,
     port_taken,
+    stop_together,
     wait_until,
 )
 from framework.errors import ClusterError, PortInUseError
@@ -203,10 +204,7 @@ class SparkStandalone:
     def stop(self) -> None:
         """Stop the workers (and with them their executors), then the master."""
         workers = [p for name, p in self._processes.items() if name != "spark-master"]
-        for process in workers:
-            process.terminate()
-        for process in workers:
-            process.stop(timeout=20)
+        stop_together(workers)
         if "spark-master" in self._processes:
             self._processes["spark-master"].stop(timeout=20)
         (self.directory / SPARK_STATE_FILE).unlink(missing_ok=True)
