@@ -3,20 +3,25 @@
 A Kafka client properties file uses the standard property names
 (`security.protocol`, `sasl.mechanism`, `sasl.username`, `sasl.password`,
 `ssl.ca.location`, ...), one `name=value` per line, `#` comments; every
-property is passed through to the client. Secrets never reach logs, `status`
-output or process titles: `redacted` is what may be shown.
+property is passed through to the client and wins over the project's default
+(`client.id`, `linger.ms`, timeouts, ...), except the few the delivery
+guarantee rests on (`RESERVED_PROPERTIES`), which the file may not set.
+Secrets never reach logs, `status` output or process titles: `redacted` is
+what may be shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from framework.errors import ConfigError
 
 __all__ = [
+    "RESERVED_PROPERTIES",
     "SECRET_FLAGS",
     "SECRET_MARKERS",
+    "check_client_properties",
     "hide_secret_arguments",
     "parse_zk_auth",
     "read_kafka_properties",
@@ -25,6 +30,20 @@ __all__ = [
 
 SECRET_MARKERS = ("password", "secret", "token", "sasl.jaas.config", "key.pem", "credentials")
 """A property whose name contains one of these is a secret."""
+
+RESERVED_PROPERTIES = frozenset(
+    {
+        "bootstrap.servers",  # --bootstrap / SESSIONIZER_BOOTSTRAP says where
+        "group.id",  # streams are assigned by ZooKeeper claims, never by a consumer group
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "auto.offset.reset",  # a position outside the log must quarantine, not jump
+        "acks",  # at-least-once output needs acks=all and idempotence
+        "enable.idempotence",
+        "isolation.level",
+    }
+)
+"""Client properties the project sets itself because its guarantees rest on them."""
 
 
 def read_kafka_properties(path: str | Path) -> dict[str, str]:
@@ -45,8 +64,19 @@ def read_kafka_properties(path: str | Path) -> dict[str, str]:
         name, separator, value = line.partition("=")
         if not separator or not name.strip():
             raise ConfigError(f"--kafka-config {file}, line {number}: expected name=value")
+        check_client_properties([name.strip()], f"--kafka-config {file}, line {number}")
         properties[name.strip()] = value.strip()
     return properties
+
+
+def check_client_properties(names: Iterable[str], where: str) -> None:
+    """Refuse the properties the project must set itself (`RESERVED_PROPERTIES`)."""
+    for name in names:
+        if name in RESERVED_PROPERTIES:
+            raise ConfigError(
+                f"{where}: {name!r} is set by sessionizer itself (assignment, offsets and "
+                "delivery guarantees rest on it); remove it"
+            )
 
 
 def redacted(properties: Mapping[str, str]) -> dict[str, str]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from balancer.paths import DEFAULT_NAMESPACE, AppPaths
-from framework.client_settings import parse_zk_auth, redacted
+from framework.client_settings import check_client_properties, parse_zk_auth, redacted
 from framework.errors import ConfigError
 from framework.transport import KafkaClient, resolve_transport
 
@@ -40,6 +40,7 @@ class ConnectionConfig:
 
         validate_app(self.app)
         resolve_transport(self.kafka_client)  # an unknown or missing client fails here, clearly
+        check_client_properties(self.kafka_config, "ConnectionConfig.kafka_config")
         if self.zk_auth is not None:
             parse_zk_auth(self.zk_auth)
 

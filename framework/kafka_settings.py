@@ -17,7 +17,7 @@ from typing import Any
 
 from framework.errors import ConfigError
 
-__all__ = ["java_client_settings", "kafka_python_settings"]
+__all__ = ["java_client_settings", "kafka_python_config", "kafka_python_settings"]
 
 # Standard name -> kafka-python keyword.
 _KAFKA_PYTHON = {
@@ -61,6 +61,18 @@ def kafka_python_settings(
             )
         settings[keyword] = _typed(value)
     return settings
+
+
+def kafka_python_config(
+    properties: Mapping[str, str], accepted: Collection[str], **defaults: Any
+) -> dict[str, Any]:
+    """A kafka-python client's keywords: the project's `defaults`, then the user's `properties`.
+
+    The user's value wins (a `client.id` of their own, a longer timeout), as it
+    does with confluent-kafka; the properties the guarantees rest on cannot be
+    in the file at all (`framework.client_settings.RESERVED_PROPERTIES`).
+    """
+    return {**defaults, **kafka_python_settings(properties, accepted)}
 
 
 def java_client_settings(properties: Mapping[str, str]) -> dict[str, str]:

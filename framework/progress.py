@@ -12,7 +12,7 @@ from kazoo.exceptions import NoNodeError
 
 from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
-from framework.kafka_settings import kafka_python_settings
+from framework.kafka_settings import kafka_python_config
 from state.errors import CorruptStateError
 from state.record import StreamState
 
@@ -50,11 +50,14 @@ def end_offsets(
     """The end offset (next offset to be written) of each single-partition topic."""
     partitions = [TopicPartition(topic, 0) for topic in topics]
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        client_id="sessionizer-status",
-        **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
+        **kafka_python_config(
+            properties or {},
+            KafkaConsumer.DEFAULT_CONFIG,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            client_id="sessionizer-status",
+        )
     )
     try:
         ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from framework.kafka_settings import kafka_python_settings
+from framework.kafka_settings import kafka_python_config
 from router.errors import RouterError
 
 __all__ = ["read_topics"]
@@ -28,12 +28,15 @@ def read_topics(
     """
     partitions = [TopicPartition(topic, 0) for topic in topics]
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        client_id="sessionizer-readback",
-        **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
+        **kafka_python_config(
+            properties or {},
+            KafkaConsumer.DEFAULT_CONFIG,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            client_id="sessionizer-readback",
+        )
     )
     try:
         consumer.assign(partitions)

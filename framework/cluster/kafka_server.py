@@ -161,7 +161,7 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
     from kafka import KafkaAdminClient  # imported late: slow, and only needed here
     from kafka.errors import KafkaError
 
-    from framework.kafka_settings import kafka_python_settings
+    from framework.kafka_settings import kafka_python_config
 
     # A cheap TCP check first: kafka-python logs a warning per refused connection,
     # which would flood the output while a broker boots.
@@ -169,10 +169,13 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
         return set()
     try:
         admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
-            request_timeout_ms=5000,
-            client_id="sessionizer-probe",
-            **kafka_python_settings(properties or {}, KafkaAdminClient.DEFAULT_CONFIG),
+            **kafka_python_config(
+                properties or {},
+                KafkaAdminClient.DEFAULT_CONFIG,
+                bootstrap_servers=bootstrap,
+                request_timeout_ms=5000,
+                client_id="sessionizer-probe",
+            )
         )
     except (KafkaError, OSError, ValueError):
         return set()

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, OffsetOutOfRangeError
 
-from framework.kafka_settings import kafka_python_settings
+from framework.kafka_settings import kafka_python_config
 from framework.node.errors import NodeError, PositionOutOfRange
 from framework.node.ports import SourceRecord
 
@@ -28,12 +28,15 @@ class KafkaRecordSource:
         self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
     ) -> None:
         self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="none",
-            client_id=client_id,
-            **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
+            **kafka_python_config(
+                properties or {},
+                KafkaConsumer.DEFAULT_CONFIG,
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="none",
+                client_id=client_id,
+            )
         )
 
     def assign(self, positions: Mapping[str, int]) -> None:
@@ -66,6 +69,17 @@ class KafkaRecordSource:
             # (a KeyError in its own lookup): transient, like a broker away.
             raise NodeError(f"cannot read the bounds of {len(streams)} streams ({exc!r})") from exc
         return {tp.topic: (starts[tp], ends[tp]) for tp in partitions}
+
+    def ends(self, streams: Sequence[str]) -> Mapping[str, int]:
+        """Each assigned stream's end as its last fetch response gave it (no request)."""
+        assigned = {tp.topic for tp in self._consumer.assignment()}
+        ends = {}
+        for stream in streams:
+            if stream in assigned:
+                end = self._consumer.highwater(TopicPartition(stream, 0))
+                if end is not None:
+                    ends[stream] = int(end)
+        return ends
 
     def close(self) -> None:
         """Close the consumer."""

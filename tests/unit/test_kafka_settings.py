@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from framework.client_settings import read_kafka_properties, redacted
+from framework.client_settings import RESERVED_PROPERTIES, read_kafka_properties, redacted
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
-from framework.kafka_settings import java_client_settings, kafka_python_settings
+from framework.kafka_settings import (
+    java_client_settings,
+    kafka_python_config,
+    kafka_python_settings,
+)
 
 SECURE = {
     "security.protocol": "SASL_SSL",
@@ -62,3 +66,19 @@ def test_a_properties_file_is_read_and_secrets_never_show(tmp_path) -> None:  # 
     path.write_text("no equals sign here\n")
     with pytest.raises(ConfigError, match="line 1"):
         read_kafka_properties(path)
+
+
+def test_the_users_properties_win_over_the_projects_defaults() -> None:
+    config = kafka_python_config(
+        {"client.id": "mine", "request.timeout.ms": "40000"},
+        KafkaConsumer.DEFAULT_CONFIG,
+        client_id="sessionizer-status",
+        group_id=None,
+    )
+    assert config == {"client_id": "mine", "request_timeout_ms": 40000, "group_id": None}
+
+
+@pytest.mark.parametrize("name", sorted(RESERVED_PROPERTIES))
+def test_a_reserved_property_is_refused_from_python_too(name: str) -> None:
+    with pytest.raises(ConfigError, match=f"'{name}' is set by sessionizer itself"):
+        ConnectionConfig("zk:2181", "kafka:9092", kafka_config={name: "x"})
