@@ -110,11 +110,22 @@ def _plan(parsed: list[ParsedFragment], count: int) -> list[ParsedFragment | Wat
 def _records(plan: list[ParsedFragment | Watermark], engines: Engines) -> list[Any]:
     """The plan as the engine records of one engine version."""
     return [
-        engines.watermark(offset, item.timestamp_ms, item.end)
+        _watermark(engines, offset, item)
         if isinstance(item, Watermark)
         else engines.fragment(offset, item.key, item.timestamp_ms, item.fields)
         for offset, item in enumerate(plan)
     ]
+
+
+def _watermark(engines: Engines, offset: int, item: Watermark) -> Any:
+    """The engine's watermark at `offset`, by keyword: older versions took the offset
+    first and named the flag `end_of_input`; `framework.watermark.Watermark` names it `end`."""
+    try:
+        return engines.watermark(offset=offset, timestamp_ms=item.timestamp_ms, end=item.end)
+    except TypeError:
+        return engines.watermark(
+            offset=offset, timestamp_ms=item.timestamp_ms, end_of_input=item.end
+        )
 
 
 def _wire(plan: list[ParsedFragment | Watermark]) -> list[WireRecord]:

@@ -9,9 +9,9 @@ fragment of a failed session that was already folded (only its offset is left);
 the node sends all but the first to the dead-letter topic, so nothing read is
 ever silently lost.
 
-`Watermark` is `framework.watermark.Watermark`, the type the wire decoder returns
-too; `sessionizer.Watermark(offset, timestamp_ms, end_of_input)` builds it
-offset first.
+`Watermark` is `framework.watermark.Watermark`, re-exported: the one watermark
+type, which the wire decoder returns too (`Watermark(timestamp_ms, end=False,
+offset=None)`; the engine needs `offset`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from framework.watermark import Watermark as AnyWatermark
+from framework.watermark import Watermark
 
 __all__ = [
-    "AnyWatermark",
     "EngineCounters",
     "EngineOutput",
     "FinishedSession",
@@ -61,21 +60,7 @@ class Fragment:
     value: dict[str, Any]
 
 
-class Watermark(AnyWatermark):
-    """An in-band watermark record at `offset`: stream time is at least `timestamp_ms`.
-
-    `framework.watermark.Watermark` (what the wire decoder returns, and what the
-    engine accepts), built offset first: `Watermark(offset, timestamp_ms,
-    end_of_input=False)`.  `end_of_input` and `end` name the same flag.
-    """
-
-    __slots__ = ()
-
-    def __init__(self, offset: int, timestamp_ms: int, end_of_input: bool = False) -> None:
-        super().__init__(timestamp_ms, end_of_input, offset)
-
-
-Record: TypeAlias = Fragment | AnyWatermark
+Record: TypeAlias = Fragment | Watermark
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: pyspark is only needed by this command.
     from sessionizer.aggregation.config import AggregateJob, SparkSettings
     from sessionizer.aggregation.figures import format_table
-    from sessionizer.aggregation.runner import require_topic, run_once, run_streaming
+    from sessionizer.aggregation.modes import require_topic, run_once, run_streaming
     from sessionizer.aggregation.spark_session import (
         kafka_source_jars,
         spark_session,

@@ -6,6 +6,8 @@ engine, dead letters) and a `MemorySink`, and gives back what a node would have
 written. `run_with_crashes` also kills the stream's owner after chosen offsets and
 resumes a new one from the last stored state; `assert_exact` checks that this
 changes nothing, `assert_batch` compares with the batch definition.
+`framework.testkit.engine_runs` drives the session engine itself, record by record
+(offsets, commits and crashes you choose), for tests of the engine.
 
 >>> from framework import StreamProcessor
 >>> from framework.testkit import assert_batch, assert_exact, frag

@@ -1,7 +1,7 @@
 """Aggregation of finished sessions: per hour and site, with PySpark (`sessionizer aggregate`).
 
 The definitions and the pure-Python reference import no Spark and are exported
-here; the Spark job lives in `runner` (modes), `spark_job` (DataFrames) and
+here; the Spark job lives in `modes` (once or streaming), `spark_job` (DataFrames) and
 `spark_session` (starting Spark with its Kafka source).
 """
 

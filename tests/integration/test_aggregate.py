@@ -33,7 +33,7 @@ from framework.testing.nodes import SESSIONIZER
 from sessionizer.aggregation import Aggregates, aggregate_sessions
 from sessionizer.aggregation.config import AggregateJob, SparkSettings
 from sessionizer.aggregation.figures import HOUR_MS
-from sessionizer.aggregation.runner import (
+from sessionizer.aggregation.modes import (
     StreamCounters,
     StreamingAggregation,
     run_once,

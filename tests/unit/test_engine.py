@@ -9,6 +9,12 @@ from typing import Any
 import pytest
 
 from framework import StreamProcessor
+from framework.testkit.engine_runs import (
+    OffsetRecorder,
+    batch_identity,
+    fragment_at,
+    session_identity,
+)
 from sessionizer import (
     FinishedSession,
     Fragment,
@@ -24,7 +30,6 @@ from sessionizer import (
 )
 from sessionizer.records import FoldedHookFailure
 from state import StreamState
-from tests.unit.session_harness import Recorder, batch_identity, frag, identity
 from tests.unit.test_tracker import FIGURE_4_3
 
 STREAM = "app.stream.0000"
@@ -62,7 +67,7 @@ def test_design_example_works_verbatim() -> None:
         Fragment(2, "u1", 62_000, {"event": "unload"}),
     ]
     assert _run(engine, records) == []  # the END waits out the 2-minute grace
-    [session] = engine.process(Watermark(3, 62_000 + 120_000))
+    [session] = engine.process(Watermark(62_000 + 120_000, offset=3))
     assert isinstance(session, FinishedSession)
     assert session.result == {"pages": 3}
     assert (session.first_offset, session.last_offset, session.fragments) == (0, 2, 3)
@@ -70,28 +75,30 @@ def test_design_example_works_verbatim() -> None:
 
 
 def test_session_closes_exactly_when_nothing_on_time_can_join() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=10, grace_ms=5))
-    assert _run(engine, [frag(0, "a", 100), frag(1, "b", 115)]) == []
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=10, grace_ms=5))
+    assert _run(engine, [fragment_at(0, "a", 100), fragment_at(1, "b", 115)]) == []
     # Stream time 115: a fragment at 110 (= 100 + timeout) is still on time and joins.
-    assert _run(engine, [frag(2, "a", 110), Watermark(3, 125)]) == []
-    [closed] = engine.process(Watermark(4, 126))  # 126 - 5 > 110 + 10
+    assert _run(engine, [fragment_at(2, "a", 110), Watermark(125, offset=3)]) == []
+    [closed] = engine.process(Watermark(126, offset=4))  # 126 - 5 > 110 + 10
     assert isinstance(closed, FinishedSession)
     assert closed.result["offsets"] == (0, 2)
 
 
 def test_neighbours_more_than_timeout_apart_split() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=10))
-    outputs = _run(engine, [frag(0, "a", 0), frag(1, "a", 10), frag(2, "a", 21)])
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=10))
+    outputs = _run(
+        engine, [fragment_at(0, "a", 0), fragment_at(1, "a", 10), fragment_at(2, "a", 21)]
+    )
     assert [s.result["offsets"] for s in _sessions(outputs)] == [(0, 1)]
 
 
 def test_out_of_order_fragment_bridging_two_open_sessions_merges_them() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=10, grace_ms=20))
-    assert _run(engine, [frag(0, "a", 100), frag(1, "a", 118)]) == []
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=10, grace_ms=20))
+    assert _run(engine, [fragment_at(0, "a", 100), fragment_at(1, "a", 118)]) == []
     assert engine.counters.open_sessions == 2
-    assert _run(engine, [frag(2, "a", 109)]) == []
+    assert _run(engine, [fragment_at(2, "a", 109)]) == []
     assert engine.counters.open_sessions == 1
-    [merged] = engine.process(Watermark(3, 200, end_of_input=True))
+    [merged] = engine.process(Watermark(200, end=True, offset=3))
     assert isinstance(merged, FinishedSession)
     # Hooks see event-time order; the id comes from the smallest offset.
     assert merged.result["offsets"] == (0, 2, 1)
@@ -100,48 +107,60 @@ def test_out_of_order_fragment_bridging_two_open_sessions_merges_them() -> None:
 
 
 def test_out_of_order_end_fragment_splits_an_open_session() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=50, grace_ms=20))
-    records = [frag(0, "a", 100), frag(1, "a", 110), frag(2, "a", 105, end=True)]
-    outputs = _run(engine, [*records, Watermark(3, 300, end_of_input=True)])
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=50, grace_ms=20))
+    records = [
+        fragment_at(0, "a", 100),
+        fragment_at(1, "a", 110),
+        fragment_at(2, "a", 105, end=True),
+    ]
+    outputs = _run(engine, [*records, Watermark(300, end=True, offset=3)])
     assert [s.result["offsets"] for s in _sessions(outputs)] == [(0, 2), (1,)]
 
 
 def test_fragment_at_the_end_fragments_millisecond_starts_a_new_session() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=50))
-    records = [frag(0, "a", 100, end=True), frag(1, "a", 100), Watermark(2, 100, True)]
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=50))
+    records = [
+        fragment_at(0, "a", 100, end=True),
+        fragment_at(1, "a", 100),
+        Watermark(100, end=True, offset=2),
+    ]
     assert [s.result["offsets"] for s in _sessions(_run(engine, records))] == [(0,), (1,)]
 
 
 def test_late_fragment_is_returned_and_counted_and_changes_nothing() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=100, grace_ms=5))
-    outputs = _run(engine, [frag(0, "a", 100), frag(1, "b", 200), frag(2, "a", 150)])
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=100, grace_ms=5))
+    outputs = _run(
+        engine, [fragment_at(0, "a", 100), fragment_at(1, "b", 200), fragment_at(2, "a", 150)]
+    )
     [late] = outputs
     assert isinstance(late, LateFragment)
     assert (late.fragment.offset, late.event_time_ms, late.stream_time_ms) == (2, 150, 200)
     assert "50 ms behind" in late.reason and "grace of 5 ms" in late.reason
-    closed = _sessions(engine.process(Watermark(3, 500, end_of_input=True)))
+    closed = _sessions(engine.process(Watermark(500, end=True, offset=3)))
     assert [s.result["offsets"] for s in closed] == [(0,), (1,)]
     assert engine.counters.late == 1
 
 
 def test_end_of_input_closes_everything() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=1_000_000))
-    _run(engine, [frag(0, "a", 1), frag(1, "b", 2), frag(2, "a", 3)])
-    closed = _sessions(engine.process(Watermark(3, 3, end_of_input=True)))
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=1_000_000))
+    _run(engine, [fragment_at(0, "a", 1), fragment_at(1, "b", 2), fragment_at(2, "a", 3)])
+    closed = _sessions(engine.process(Watermark(3, end=True, offset=3)))
     assert [s.key for s in closed] == ["a", "b"]
     assert engine.counters.open_sessions == 0
     assert engine.snapshot(4).safe_offset == 4
 
 
 def test_max_session_duration_splits_in_event_time_like_the_batch_definition() -> None:
-    processor = Recorder(timeout_ms=10, max_ms=25)
-    fragments = [frag(i, "a", 8 * i) for i in range(6)]  # 0, 8, ..., 40
+    processor = OffsetRecorder(timeout_ms=10, max_ms=25)
+    fragments = [fragment_at(i, "a", 8 * i) for i in range(6)]  # 0, 8, ..., 40
     engine = SessionEngine(STREAM, processor)
     early = _sessions(_run(engine, fragments[:5]))  # at 32 the first 25 ms are over
     assert [s.result["offsets"] for s in early] == [(0, 1, 2, 3)]
-    late = _sessions(_run(engine, [fragments[5], Watermark(6, 40, end_of_input=True)]))
+    late = _sessions(_run(engine, [fragments[5], Watermark(40, end=True, offset=6)]))
     expected = batch_sessions(fragments, 10, processor.is_end, max_duration_ms=25)
-    assert [identity(s) for s in early + late] == [batch_identity(b, STREAM) for b in expected]
+    assert [session_identity(s) for s in early + late] == [
+        batch_identity(b, STREAM) for b in expected
+    ]
 
 
 def test_update_may_return_a_replacement_session() -> None:
@@ -158,12 +177,12 @@ def test_update_may_return_a_replacement_session() -> None:
             return {"n": session}
 
     engine = SessionEngine(STREAM, Count())
-    records = [Fragment(i, "k", i, {}) for i in range(3)] + [Watermark(3, 3, True)]
+    records = [Fragment(i, "k", i, {}) for i in range(3)] + [Watermark(3, end=True, offset=3)]
     [session] = _run(engine, records)
     assert session.result == {"n": 3}
 
 
-class _Fails(Recorder):
+class _Fails(OffsetRecorder):
     """Raises in the hook named `hook` on the fragment with offset `bad`."""
 
     def __init__(self, hook: str, bad: int) -> None:
@@ -191,7 +210,12 @@ class _Fails(Recorder):
         super().update(session, fragment)
 
 
-_FAILING_STREAM = [frag(0, "a", 0), frag(1, "b", 1), frag(2, "a", 2), Watermark(3, 100, True)]
+_FAILING_STREAM = [
+    fragment_at(0, "a", 0),
+    fragment_at(1, "b", 1),
+    fragment_at(2, "a", 2),
+    Watermark(100, end=True, offset=3),
+]
 
 
 @pytest.mark.parametrize(("hook", "stream_time"), [("timestamp", 1), ("is_end", 2)])
@@ -233,11 +257,14 @@ def test_fold_hook_failure_dead_letters_the_whole_session(
 
 
 def test_close_must_return_a_dict() -> None:
-    class BadClose(Recorder):
+    class BadClose(OffsetRecorder):
         def close(self, key: str, session: dict[str, Any]) -> Any:
             return ["not", "a", "dict"]
 
-    [failure] = _run(SessionEngine(STREAM, BadClose(10)), [frag(0, "a", 0), Watermark(1, 0, True)])
+    [failure] = _run(
+        SessionEngine(STREAM, BadClose(10)),
+        [fragment_at(0, "a", 0), Watermark(0, end=True, offset=1)],
+    )
     assert isinstance(failure, HookFailure)
     assert failure.hook == "close" and "must return a dict, got list" in failure.error
 
@@ -264,8 +291,8 @@ def test_session_id_is_stream_first_offset_and_key_hash() -> None:
 
 def test_figure_4_3_through_the_engine_and_resume() -> None:
     ends = {offset for offset, _, mark in FIGURE_4_3 if mark == "*"}
-    records = [frag(o, key, ts=o, end=o in ends) for o, key, _ in FIGURE_4_3]
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=1_000))
+    records = [fragment_at(o, key, timestamp_ms=o, end=o in ends) for o, key, _ in FIGURE_4_3]
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=1_000))
     states = {}
     for record in records:
         engine.process(record)
@@ -273,29 +300,29 @@ def test_figure_4_3_through_the_engine_and_resume() -> None:
     seen = {o: (s.safe_offset, {e.key for e in s.ignore}) for o, s in states.items()}
     assert (seen[3], seen[7], seen[8]) == ((1, {"s1"}), (1, {"s1", "s3"}), (6, {"s3", "s2"}))
     # A new owner resuming after fragment 7 skips s1 and s3 and finishes only s2.
-    resumed = SessionEngine(STREAM, Recorder(timeout_ms=1_000), resume=states[7])
+    resumed = SessionEngine(STREAM, OffsetRecorder(timeout_ms=1_000), resume=states[7])
     outputs = _run(resumed, records[1:])
     assert [s.result["offsets"] for s in _sessions(outputs)] == [(1, 5, 8)]
     assert resumed.counters.skipped_by_ignore_list == 4  # fragments 2, 3, 4 and 7
 
 
 def test_offsets_must_increase_and_start_at_the_resume_point() -> None:
-    engine = SessionEngine(STREAM, Recorder(10))
-    engine.process(frag(5, "a", 0))
+    engine = SessionEngine(STREAM, OffsetRecorder(10))
+    engine.process(fragment_at(5, "a", 0))
     with pytest.raises(OffsetOrderError, match="offset 5"):
-        engine.process(frag(5, "a", 0))
+        engine.process(fragment_at(5, "a", 0))
     with pytest.raises(OffsetOrderError, match="snapshot at offset 3"):
         engine.snapshot(3)
     resumed = SessionEngine(
-        STREAM, Recorder(10), resume=StreamState(STREAM, safe_offset=10, committed_offset=12)
+        STREAM, OffsetRecorder(10), resume=StreamState(STREAM, safe_offset=10, committed_offset=12)
     )
     with pytest.raises(OffsetOrderError, match="from 10 on"):
-        resumed.process(frag(9, "a", 0))
+        resumed.process(fragment_at(9, "a", 0))
 
 
 def test_resuming_from_another_streams_state_is_refused() -> None:
     with pytest.raises(SessionError, match="state of other"):
-        SessionEngine(STREAM, Recorder(10), resume=StreamState.initial("other"))
+        SessionEngine(STREAM, OffsetRecorder(10), resume=StreamState.initial("other"))
 
 
 @pytest.mark.parametrize(
@@ -312,18 +339,18 @@ def test_resuming_from_another_streams_state_is_refused() -> None:
 )
 def test_bad_time_attributes_fail_at_class_definition(attribute: str, value: object) -> None:
     with pytest.raises(ProcessorError, match=rf"Bad\.{attribute} must be"):
-        type("Bad", (Recorder,), {attribute: value})
+        type("Bad", (OffsetRecorder,), {attribute: value})
 
 
 def test_bad_instance_attribute_fails_when_the_engine_is_built() -> None:
-    processor = Recorder(10)
+    processor = OffsetRecorder(10)
     processor.timeout = -3
-    with pytest.raises(ProcessorError, match=r"Recorder\.timeout must be a positive number"):
+    with pytest.raises(ProcessorError, match=r"OffsetRecorder\.timeout must be a positive number"):
         SessionEngine(STREAM, processor)
 
 
 def test_zero_grace_and_no_maximum_are_valid() -> None:
-    engine = SessionEngine(STREAM, Recorder(10, grace_ms=0, max_ms=None))
+    engine = SessionEngine(STREAM, OffsetRecorder(10, grace_ms=0, max_ms=None))
     assert (engine.timing.grace_ms, engine.timing.max_duration_ms) == (0, None)
 
 

@@ -18,6 +18,13 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from framework.testkit.engine_runs import (
+    OffsetRecorder,
+    batch_identity,
+    fragment_at,
+    run_engine_with_crashes,
+    session_identity,
+)
 from sessionizer import (
     EngineOutput,
     FinishedSession,
@@ -30,7 +37,6 @@ from sessionizer import (
 )
 from sessionizer.records import FutureFragment
 from state.tracker import IGNORE_LIST_BUDGET_BYTES
-from tests.unit.session_harness import Recorder, batch_identity, frag, identity, run_with_crashes
 
 STREAM = "app.stream.0009"
 
@@ -56,9 +62,9 @@ class Scenario:
     lead_ms: int
     records: tuple[Record, ...]
 
-    def processor(self) -> Recorder:
+    def processor(self) -> OffsetRecorder:
         """Return a fresh recording processor with these settings."""
-        return Recorder(self.timeout_ms, self.grace_ms, self.max_ms, self.lead_ms)
+        return OffsetRecorder(self.timeout_ms, self.grace_ms, self.max_ms, self.lead_ms)
 
 
 @st.composite
@@ -79,13 +85,13 @@ def scenarios(draw: st.DrawFn, *, ends_input: bool | None = None) -> Scenario:
         elif kind in (11, 12):
             ts = clock + lead + 1 + draw(st.integers(0, 1_000), label="ahead")
         if kind in (0, 12):
-            records.append(Watermark(offset, ts))
+            records.append(Watermark(ts, offset=offset))
         else:
-            records.append(frag(offset, f"k{key}", ts, end=kind <= 2))
+            records.append(fragment_at(offset, f"k{key}", ts, end=kind <= 2))
         offset += step
     if ends_input if ends_input is not None else draw(st.booleans()):
         end = clock + draw(st.sampled_from([0, 0, lead + 1]), label="end ahead")
-        records.append(Watermark(offset, end, end_of_input=True))
+        records.append(Watermark(end, end=True, offset=offset))
     return Scenario(timeout, grace, max_ms, lead, tuple(records))
 
 
@@ -161,7 +167,7 @@ def test_rejections_follow_the_policy_and_the_rest_equals_the_batch_definition(
     batch = batch_sessions(
         kept, scenario.timeout_ms, scenario.processor().is_end, max_duration_ms=scenario.max_ms
     )
-    sessions = [identity(o) for o in outputs if isinstance(o, FinishedSession)]
+    sessions = [session_identity(o) for o in outputs if isinstance(o, FinishedSession)]
     assert sorted(sessions) == sorted(batch_identity(b, STREAM) for b in batch)
     assert engine.counters.open_sessions == 0 and engine.counters.truncated == 0
     event(f"rejected: {min(verdicts.rejected, 2)}, future fragments: {min(len(future), 2)}")
@@ -174,7 +180,7 @@ def test_crash_and_resume_gives_exactly_the_uninterrupted_output(
 ) -> None:
     engine = SessionEngine(STREAM, scenario.processor(), ignore_budget_bytes=budget)
     uninterrupted = [o for r in scenario.records for o in engine.process(r)]
-    run = run_with_crashes(
+    run = run_engine_with_crashes(
         STREAM,
         scenario.records,
         scenario.processor,
@@ -182,11 +188,17 @@ def test_crash_and_resume_gives_exactly_the_uninterrupted_output(
         choose=lambda lo, hi: data.draw(st.integers(lo, hi)),
         ignore_budget_bytes=budget,
     )
-    expected = {(identity(o), o.truncated) for o in uninterrupted if isinstance(o, FinishedSession)}
-    durable = [(identity(o), o.truncated) for o in run.committed if isinstance(o, FinishedSession)]
+    expected = {
+        (session_identity(o), o.truncated) for o in uninterrupted if isinstance(o, FinishedSession)
+    }
+    durable = [
+        (session_identity(o), o.truncated) for o in run.committed if isinstance(o, FinishedSession)
+    ]
     assert len(durable) == len(set(durable)), "a committed session was emitted again"
     assert set(durable) == expected, "the durable output differs from the uninterrupted run"
-    at_risk = {(identity(o), o.truncated) for o in run.at_risk if isinstance(o, FinishedSession)}
+    at_risk = {
+        (session_identity(o), o.truncated) for o in run.at_risk if isinstance(o, FinishedSession)
+    }
     assert at_risk <= expected, "a duplicate differs"
     event(f"truncated: {min(engine.counters.truncated, 2)}, future: {engine.counters.future > 0}")
     # Dead letters (late and future fragments) reach the output at least once, none invented.

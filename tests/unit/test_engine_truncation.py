@@ -14,10 +14,15 @@ import random
 
 import msgpack
 
+from framework.testkit.engine_runs import (
+    OffsetRecorder,
+    fragment_at,
+    run_engine_with_crashes,
+    session_identity,
+)
 from sessionizer import FinishedSession, Fragment, SessionEngine, Watermark
 from state import DEFAULT_LIMIT_BYTES, StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES
-from tests.unit.session_harness import Recorder, frag, identity, run_with_crashes
 
 STREAM = "app.stream.0002"
 T = 1_431_857_103_000
@@ -33,13 +38,13 @@ def test_to_dict_names_truncated_only_when_true() -> None:
 
 def test_the_oldest_open_session_is_closed_when_the_budget_is_crossed() -> None:
     # Entries of keys "s1".."s9" cost 2 + 40 bytes: a 100-byte budget holds two.
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=10 * MINUTE), ignore_budget_bytes=100)
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=10 * MINUTE), ignore_budget_bytes=100)
     records = [
-        frag(0, "long", T),
-        frag(1, "s1", T + 1, end=True),
-        frag(2, "x", T + 2),
-        frag(3, "s2", T + 3, end=True),
-        frag(4, "s3", T + 4, end=True),  # s1..s3 take 126 bytes
+        fragment_at(0, "long", T),
+        fragment_at(1, "s1", T + 1, end=True),
+        fragment_at(2, "x", T + 2),
+        fragment_at(3, "s2", T + 3, end=True),
+        fragment_at(4, "s3", T + 4, end=True),  # s1..s3 take 126 bytes
     ]
     outputs = [engine.process(r) for r in records]
     assert [[(s.key, s.truncated) for s in o] for o in outputs] == [
@@ -55,7 +60,7 @@ def test_the_oldest_open_session_is_closed_when_the_budget_is_crossed() -> None:
     assert (state.safe_offset, [e.key for e in state.ignore]) == (2, ["s2", "s3"])
     assert engine.counters.truncated == 1
     # What is left closes at the end of input, untruncated.
-    later = engine.process(Watermark(5, T + 5, end_of_input=True))
+    later = engine.process(Watermark(T + 5, end=True, offset=5))
     assert [s.key for s in later] == ["x"]
     assert not any(s.truncated for s in later)
     assert engine.counters.open_sessions == 0
@@ -67,17 +72,17 @@ def _long_session_stream(sessions: int) -> list[Fragment]:
     for i in range(sessions):
         ts = T + i * 1_000
         if i % 300 == 0:  # every 5 minutes: the long session goes on
-            fragments.append(frag(len(fragments), "long|bot", ts))
+            fragments.append(fragment_at(len(fragments), "long|bot", ts))
         # Realistic keys (client ip | user agent) do not compress away.
         agent = hashlib.sha256(str(i).encode()).hexdigest()[:24]
         key = f"10.{i % 256}.{i // 256 % 256}.{i // 65536}|Mozilla/5.0 {agent}"
-        fragments.append(frag(len(fragments), key, ts))
-    fragments.append(Watermark(len(fragments), fragments[-1].timestamp_ms, end_of_input=True))
+        fragments.append(fragment_at(len(fragments), key, ts))
+    fragments.append(Watermark(fragments[-1].timestamp_ms, end=True, offset=len(fragments)))
     return fragments
 
 
-def _processor() -> Recorder:
-    return Recorder(timeout_ms=30 * MINUTE)
+def _processor() -> OffsetRecorder:
+    return OffsetRecorder(timeout_ms=30 * MINUTE)
 
 
 def test_one_endless_session_under_many_short_ones_is_truncated_and_the_state_stays_small() -> None:
@@ -110,31 +115,31 @@ def test_truncation_replays_identically_after_crashes() -> None:
     records = _long_session_stream(20_000)
     engine = SessionEngine(STREAM, _processor())
     uninterrupted = [o for r in records for o in engine.process(r)]
-    expected = {(identity(s), s.truncated) for s in uninterrupted}
+    expected = {(session_identity(s), s.truncated) for s in uninterrupted}
     assert any(truncated for _, truncated in expected)
     for seed in range(3):
         chooser = random.Random(f"truncation/{seed}")
-        run = run_with_crashes(
+        run = run_engine_with_crashes(
             STREAM, records, _processor, crashes=3, choose=chooser.randint, min_commit_every=100
         )
-        durable = [(identity(o), o.truncated) for o in run.committed]
+        durable = [(session_identity(o), o.truncated) for o in run.committed]
         assert len(durable) == len(set(durable)), "a committed session was emitted again"
         assert set(durable) == expected
-        assert {(identity(o), o.truncated) for o in run.at_risk} <= expected
+        assert {(session_identity(o), o.truncated) for o in run.at_risk} <= expected
 
 
 def test_a_resumed_state_counts_its_ignore_list_against_the_budget() -> None:
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=10 * MINUTE), ignore_budget_bytes=100)
-    for record in [frag(0, "long", T), frag(1, "s1", T + 1, end=True)]:
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=10 * MINUTE), ignore_budget_bytes=100)
+    for record in [fragment_at(0, "long", T), fragment_at(1, "s1", T + 1, end=True)]:
         engine.process(record)
     state = StreamState.decode(engine.snapshot(2).encode(), stream=STREAM)
     resumed = SessionEngine(
-        STREAM, Recorder(timeout_ms=10 * MINUTE), resume=state, ignore_budget_bytes=100
+        STREAM, OffsetRecorder(timeout_ms=10 * MINUTE), resume=state, ignore_budget_bytes=100
     )
-    outputs = resumed.process(frag(0, "long", T))
-    outputs += resumed.process(frag(1, "s1", T + 1, end=True))  # skipped: in the ignore list
+    outputs = resumed.process(fragment_at(0, "long", T))
+    outputs += resumed.process(fragment_at(1, "s1", T + 1, end=True))  # skipped: in the ignore list
     assert outputs == [] and resumed.counters.skipped_by_ignore_list == 1
-    [cut] = resumed.process(frag(2, "s2", T + 2, end=True))  # 84 bytes: still fine
+    [cut] = resumed.process(fragment_at(2, "s2", T + 2, end=True))  # 84 bytes: still fine
     assert cut.key == "s2"
-    outputs = resumed.process(frag(3, "s3", T + 3, end=True))
+    outputs = resumed.process(fragment_at(3, "s3", T + 3, end=True))
     assert [(s.key, s.truncated) for s in outputs] == [("s3", False), ("long", True)]

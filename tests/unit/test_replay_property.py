@@ -18,6 +18,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.testkit.engine_runs import (
+    OffsetRecorder,
+    batch_identity,
+    fragment_at,
+    run_engine,
+    run_engine_with_crashes,
+    session_identity,
+)
 from sessionizer import (
     EngineOutput,
     FinishedSession,
@@ -30,14 +38,6 @@ from sessionizer import (
     batch_sessions,
 )
 from sessionizer.records import FoldedHookFailure
-from tests.unit.session_harness import (
-    Recorder,
-    batch_identity,
-    frag,
-    identity,
-    run_uninterrupted,
-    run_with_crashes,
-)
 
 STREAM = "app.stream.0007"
 
@@ -64,9 +64,9 @@ class Scenario:
     records: tuple[Record, ...]
     ends_input: bool
 
-    def processor(self) -> Recorder:
+    def processor(self) -> OffsetRecorder:
         """Return a fresh recording processor with these settings."""
-        return Recorder(self.timeout_ms, self.grace_ms, self.max_ms)
+        return OffsetRecorder(self.timeout_ms, self.grace_ms, self.max_ms)
 
 
 @st.composite
@@ -83,13 +83,13 @@ def scenarios(draw: st.DrawFn, *, late: bool) -> Scenario:
         # Every event time is <= clock, so lag <= grace keeps the fragment on time.
         ts = clock - (lag if late else lag % (grace + 1))
         if kind == 0:
-            records.append(Watermark(offset, ts))
+            records.append(Watermark(ts, offset=offset))
         else:
-            records.append(frag(offset, f"k{key}", ts, end=kind <= 2))
+            records.append(fragment_at(offset, f"k{key}", ts, end=kind <= 2))
         offset += step
     ends_input = draw(st.booleans())
     if ends_input:
-        records.append(Watermark(offset, clock, end_of_input=True))
+        records.append(Watermark(clock, end=True, offset=offset))
     return Scenario(timeout, grace, max_ms, tuple(records), ends_input)
 
 
@@ -105,7 +105,7 @@ def _expected_late(scenario: Scenario) -> set[int]:
 
 
 def _check_against_batch(scenario: Scenario) -> None:
-    sessions, late, engine = run_uninterrupted(STREAM, scenario.records, scenario.processor())
+    sessions, late, engine = run_engine(STREAM, scenario.records, scenario.processor())
     late_offsets = {output.fragment.offset for output in late}
     assert late_offsets == _expected_late(scenario)
     on_time = [
@@ -115,7 +115,7 @@ def _check_against_batch(scenario: Scenario) -> None:
         on_time, scenario.timeout_ms, scenario.processor().is_end, max_duration_ms=scenario.max_ms
     )
     expected = {batch_identity(session, STREAM) for session in batch}
-    got = [identity(session) for session in sessions]
+    got = [session_identity(session) for session in sessions]
     assert len(got) == len(set(got))
     assert set(got) <= expected
     # What is not emitted yet is still open (and nothing is, after end of input).
@@ -137,8 +137,8 @@ def test_engine_equals_batch_definition_of_the_on_time_fragments(scenario: Scena
     _check_against_batch(scenario)
 
 
-class Poisoned(Recorder):
-    """A Recorder whose `is_end` or `update` raises on chosen offsets (field "o")."""
+class Poisoned(OffsetRecorder):
+    """A OffsetRecorder whose `is_end` or `update` raises on chosen offsets (field "o")."""
 
     def __init__(self, scenario: Scenario, poison: Mapping[int, str]) -> None:
         super().__init__(scenario.timeout_ms, scenario.grace_ms, scenario.max_ms)
@@ -179,21 +179,21 @@ def test_crash_and_resume_gives_exactly_the_uninterrupted_sessions(
     uninterrupted = [output for r in scenario.records for output in engine.process(r)]
     sessions = [o for o in uninterrupted if isinstance(o, FinishedSession)]
     late = [o for o in uninterrupted if isinstance(o, LateFragment)]
-    run = run_with_crashes(
+    run = run_engine_with_crashes(
         STREAM,
         scenario.records,
         make,
         crashes=data.draw(st.integers(1, 3), label="crashes"),
         choose=lambda lo, hi: data.draw(st.integers(lo, hi)),
     )
-    expected = {identity(session) for session in sessions}
-    durable = [identity(o) for o in run.committed if isinstance(o, FinishedSession)]
+    expected = {session_identity(session) for session in sessions}
+    durable = [session_identity(o) for o in run.committed if isinstance(o, FinishedSession)]
     assert len(durable) == len(set(durable)), "a committed session was emitted again"
     assert set(durable) == expected, "the durable output differs from the uninterrupted run"
     by_id = {session[0]: session for session in expected}
     for output in run.at_risk:
         if isinstance(output, FinishedSession):
-            assert by_id[output.session_id] == identity(output), "a duplicate differs"
+            assert by_id[output.session_id] == session_identity(output), "a duplicate differs"
     # Late fragments and hook failures reach the dead letters at least once, even if
     # the at-risk output is lost, and a replay invents none.
     durable_late = {o.fragment.offset for o in run.committed if isinstance(o, LateFragment)}
@@ -206,19 +206,19 @@ def test_resume_keeps_a_session_that_starts_at_the_end_fragments_millisecond() -
     # Session 1 = offsets 0, 3, 1 (END at ts 150); offset 2, also at ts 150 but read
     # after the END, opens session 2.  Offset 3 (ts 120) arrives late but within grace.
     records = [
-        frag(0, "a", 100),
-        frag(1, "a", 150, end=True),
-        frag(2, "a", 150),
-        frag(3, "a", 120),
-        frag(4, "b", 200),
+        fragment_at(0, "a", 100),
+        fragment_at(1, "a", 150, end=True),
+        fragment_at(2, "a", 150),
+        fragment_at(3, "a", 120),
+        fragment_at(4, "b", 200),
     ]
-    engine = SessionEngine(STREAM, Recorder(timeout_ms=100, grace_ms=50))
+    engine = SessionEngine(STREAM, OffsetRecorder(timeout_ms=100, grace_ms=50))
     first = [o for r in records for o in engine.process(r)]
     assert [s.result["offsets"] for s in first] == [(0, 3, 1)]
     state = engine.snapshot(5)
     assert state.safe_offset == 2
-    resumed = SessionEngine(STREAM, Recorder(timeout_ms=100, grace_ms=50), resume=state)
+    resumed = SessionEngine(STREAM, OffsetRecorder(timeout_ms=100, grace_ms=50), resume=state)
     replay = [o for r in records[2:] for o in resumed.process(r)]
-    replay += resumed.process(Watermark(5, 200, end_of_input=True))
+    replay += resumed.process(Watermark(200, end=True, offset=5))
     assert [s.result["offsets"] for s in replay] == [(2,), (4,)]
     assert resumed.counters.skipped_by_ignore_list == 1

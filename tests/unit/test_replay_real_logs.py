@@ -9,13 +9,21 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from router.formats import Format
+from framework.testkit import Input, assert_batch, assert_exact, frag, watermark
+from framework.testkit.engine_runs import (
+    batch_identity,
+    run_engine,
+    run_engine_with_crashes,
+    session_identity,
+)
+from router.formats import Format, parse_file
+from router.fragment import ParsedFragment
 from sessionizer import (
     FinishedSession,
     Fragment,
@@ -23,18 +31,11 @@ from sessionizer import (
     Record,
     SessionEngine,
     StreamProcessor,
+    Watermark,
     batch_sessions,
 )
 from sessionizer.examples import SshConnections, WebSessions
 from state import DEFAULT_LIMIT_BYTES, JUTE_MAXBUFFER
-from tests.unit.session_harness import (
-    batch_identity,
-    identity,
-    read_log,
-    run_uninterrupted,
-    run_with_crashes,
-    with_watermarks,
-)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 STREAM = "sessionizer.stream.0000"
@@ -47,8 +48,24 @@ def _records(name: str, fmt: Format) -> list[Record]:
     if not path.is_file():
         pytest.skip(f"{path} is absent: this test reads the real log there, in place")
     if name not in _cache:
-        _cache[name] = with_watermarks(read_log(path, fmt), every=500)
+        _cache[name] = _with_watermarks(parse_file(path, fmt), every=500)
     return _cache[name]
+
+
+def _with_watermarks(fragments: Iterable[ParsedFragment], every: int) -> list[Record]:
+    """Offsets from 0, field "o" = the offset, a watermark (the largest event time so far)
+    after every `every` fragments and an end-of-input watermark, as the producer writes them.
+    """
+    records: list[Record] = []
+    high = 0
+    for count, parsed in enumerate(fragments, start=1):
+        high = max(high, parsed.timestamp_ms)
+        value = {**parsed.fields, "o": len(records)}
+        records.append(Fragment(len(records), parsed.key, parsed.timestamp_ms, value))
+        if count % every == 0:
+            records.append(Watermark(high, offset=len(records)))
+    records.append(Watermark(high, end=True, offset=len(records)))
+    return records
 
 
 def _recording(base: type[StreamProcessor]) -> type[StreamProcessor]:
@@ -91,17 +108,35 @@ def test_sessions_equal_the_batch_definition(case: str) -> None:
     name, fmt, base = CASES[case]
     records = _records(name, fmt)
     processor = _recording(base)()
-    sessions, late, engine = run_uninterrupted(STREAM, records, processor)
+    sessions, late, engine = run_engine(STREAM, records, processor)
     assert late == []  # the logs are never more than a minute out of order
     fragments = [r for r in records if isinstance(r, Fragment)]
     timing = engine.timing
     expected = batch_sessions(
         fragments, timing.timeout_ms, processor.is_end, max_duration_ms=timing.max_duration_ms
     )
-    assert sorted(identity(s) for s in sessions) == sorted(
+    assert sorted(session_identity(s) for s in sessions) == sorted(
         batch_identity(b, STREAM) for b in expected
     )
     assert sum(s.fragments for s in sessions) == len(fragments)
+
+
+@pytest.mark.parametrize("case", ["apache-30min", "sshd"])  # 90 minutes: 30 s of re-reads
+def test_the_public_kit_finds_the_logs_exact_through_a_nodes_task(case: str) -> None:
+    # What a user's test of these processors does: `framework.testkit` encodes the
+    # lines as a producer would and runs them through the node's own task.
+    name, fmt, base = CASES[case]
+    inputs: list[Input] = [
+        watermark(r.timestamp_ms)
+        if isinstance(r, Watermark)
+        else frag(r.key, r.timestamp_ms, **r.value)
+        for r in _records(name, fmt)[:-1]  # the kit appends the end of input itself
+    ]
+    result = assert_batch(base(), inputs)
+    assert result.dead_letters == [] and len(result.sessions) > 1_000
+    crashes = sorted(random.Random(case).sample(range(len(inputs)), 12))
+    exact = assert_exact(base(), inputs, crash_at=crashes, uncommitted=(0, 200))
+    assert exact == result
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -110,19 +145,19 @@ def test_crash_and_resume_gives_the_uninterrupted_sessions(case: str, seed: int)
     name, fmt, base = CASES[case]
     records = _records(name, fmt)
     make = _recording(base)
-    sessions, late, _ = run_uninterrupted(STREAM, records, make())
+    sessions, late, _ = run_engine(STREAM, records, make())
     chooser = random.Random(f"{case}/{seed}")
-    run = run_with_crashes(
+    run = run_engine_with_crashes(
         STREAM, records, make, crashes=3, choose=chooser.randint, min_commit_every=200
     )
-    expected = {identity(s) for s in sessions}
-    durable = [identity(o) for o in run.committed if isinstance(o, FinishedSession)]
+    expected = {session_identity(s) for s in sessions}
+    durable = [session_identity(o) for o in run.committed if isinstance(o, FinishedSession)]
     assert len(durable) == len(set(durable)), "a committed session was emitted again"
     assert set(durable) == expected
     by_id = {session[0]: session for session in expected}
     for output in run.at_risk:
         if isinstance(output, FinishedSession):
-            assert by_id[output.session_id] == identity(output)
+            assert by_id[output.session_id] == session_identity(output)
     assert not [o for o in run.committed + run.at_risk if isinstance(o, LateFragment)]
     assert late == []
 
@@ -131,7 +166,7 @@ def test_long_sessions_make_replays_skip_through_the_ignore_list() -> None:
     records = _records("apache_logs", "apache")
     make = _recording(LongWebSessions)
     chooser = random.Random("skips")
-    run = run_with_crashes(
+    run = run_engine_with_crashes(
         STREAM, records, make, crashes=2, choose=chooser.randint, min_commit_every=200
     )
     assert run.skipped > 0

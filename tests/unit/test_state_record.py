@@ -9,6 +9,7 @@ import msgpack
 import pytest
 
 from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.testkit.engine_runs import OffsetRecorder
 from sessionizer import Fragment, SessionEngine
 from state import (
     DEFAULT_LIMIT_BYTES,
@@ -26,7 +27,6 @@ from state import (
     VersionedMemory,
 )
 from state.record import MAX_BLOB_BYTES, MAX_BODY_BYTES, MAX_OFFSET
-from tests.unit.session_harness import Recorder
 
 STREAM = "app.stream.0003"
 
@@ -107,7 +107,7 @@ def _long_session_stream(sessions: int) -> list[Fragment]:
 
 
 def _snapshot_after(
-    fragments: list[Fragment], processor: Recorder, resume: StreamState
+    fragments: list[Fragment], processor: OffsetRecorder, resume: StreamState
 ) -> StreamState:
     # The engine's ignore-list budget would force-close the long session before the
     # record grows this large; switched off here to test the store's size guard itself.
@@ -122,13 +122,13 @@ def test_long_session_hits_the_size_guard_instead_of_writing() -> None:
     memory = VersionedMemory()
     store = MemoryStateStore(memory)
     resume = store.load(STREAM, memory.take(STREAM))
-    state = _snapshot_after(fragments, Recorder(timeout_ms=30 * 60_000), resume)
+    state = _snapshot_after(fragments, OffsetRecorder(timeout_ms=30 * 60_000), resume)
     assert state.safe_offset == 0  # the long session holds the safe offset back
     with pytest.raises(StateTooLargeError, match=f"stream {STREAM}: encoded state is") as caught:
         store.commit(STREAM, state)
     assert memory.read(STREAM) == (b"", 1)  # nothing written
     # What the message advises: bounding sessions bounds the ignore list.
-    bounded_processor = Recorder(timeout_ms=30 * 60_000, max_ms=60 * 60_000)
+    bounded_processor = OffsetRecorder(timeout_ms=30 * 60_000, max_ms=60 * 60_000)
     bounded = _snapshot_after(fragments, bounded_processor, resume)
     store.commit(STREAM, bounded)
     print(

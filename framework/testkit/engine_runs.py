@@ -1,54 +1,63 @@
-"""Helpers for the session-engine tests: a recording processor and a crash/replay harness."""
+"""Record by record: the session engine itself, with the offsets, commits and crashes you choose.
+
+The node-level kit (`run`, `run_with_crashes`, `assert_exact`) is what a processor's
+tests usually need. This layer drives `sessionizer.SessionEngine` directly, for tests
+that need what a node never shows: offsets with gaps (Kafka's transaction markers and
+compaction leave them), a commit after any record (also while a new owner re-reads),
+the engine's own outputs (`LateFragment`, `HookFailure` with the id of the session it
+cost) and its counters. `run_engine_with_crashes` takes its crash and commit points
+from a `choose(lo, hi)` function, so a hypothesis strategy can pick them
+(`lambda lo, hi: data.draw(st.integers(lo, hi))`).
+
+`OffsetRecorder` is a processor whose result lists the offsets of its fragments
+(field "o", which `fragment_at` sets), so a test sees which records formed which
+session, and `session_identity` / `batch_identity` compare that with the batch
+definition (`sessionizer.batch_sessions`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from router.formats import Format, parse_file
-from sessionizer import (
-    BatchSession,
-    EngineOutput,
-    FinishedSession,
-    Fragment,
-    LateFragment,
-    Record,
-    SessionEngine,
-    StreamProcessor,
-    Watermark,
-)
+from sessionizer.engine import SessionEngine
+from sessionizer.processor import StreamProcessor
+from sessionizer.records import EngineOutput, FinishedSession, Fragment, LateFragment, Record
+from sessionizer.reference import BatchSession
 from state import StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES
 
 __all__ = [
-    "DAY_MS",
-    "CrashRun",
-    "Recorder",
+    "EngineCrashRun",
+    "Identity",
+    "OffsetRecorder",
     "batch_identity",
-    "frag",
-    "identity",
-    "read_log",
-    "run_uninterrupted",
-    "run_with_crashes",
-    "with_watermarks",
+    "fragment_at",
+    "run_engine",
+    "run_engine_with_crashes",
+    "session_identity",
 ]
 
-Identity = tuple[str, str, int, int, int, int, int, tuple[int, ...]]
-DAY_MS = 24 * 3600 * 1000
-"""`StreamProcessor.max_lead`'s default, in ms."""
+Identity: TypeAlias = tuple[str, str, int, int, int, int, int, tuple[int, ...]]
+"""Session id, key, first and last offset, first and last event time, count, member offsets."""
+
+_DAY_MS = 24 * 3600 * 1000
 
 
-class Recorder(StreamProcessor):
-    """Collects the offsets (field "o") its fragments reach update() with, in call order."""
+class OffsetRecorder(StreamProcessor[dict[str, Any]]):
+    """A processor whose result is `{"offsets": (...)}`: field "o" of its fragments, in call order.
+
+    Its times are in milliseconds (`lead_ms=None`: any jump ahead is taken at
+    once); a fragment with a true field "end" ends its session.
+    """
 
     def __init__(
         self,
         timeout_ms: int,
         grace_ms: int = 0,
         max_ms: int | None = None,
-        lead_ms: int | None = DAY_MS,
+        lead_ms: int | None = _DAY_MS,
     ) -> None:
         self.timeout = timeout_ms / 1000
         self.grace = grace_ms / 1000
@@ -56,25 +65,29 @@ class Recorder(StreamProcessor):
         self.max_lead = None if lead_ms is None else lead_ms / 1000
 
     def is_end(self, fragment: Mapping[str, Any]) -> bool:
+        """Field "end"."""
         return bool(fragment.get("end"))
 
     def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
+        """No offsets yet (`update` is called for the first fragment too)."""
         return {"offsets": []}
 
     def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
+        """Record the fragment's field "o"."""
         session["offsets"].append(fragment["o"])
 
     def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+        """The offsets, as a tuple."""
         return {"offsets": tuple(session["offsets"])}
 
 
-def frag(offset: int, key: str, ts: int, *, end: bool = False) -> Fragment:
-    """Return a fragment whose value carries its offset ("o") and END flag ("end")."""
-    return Fragment(offset, key, ts, {"o": offset, "end": end})
+def fragment_at(offset: int, key: str, timestamp_ms: int, *, end: bool = False) -> Fragment:
+    """An engine fragment at `offset` whose fields carry its offset ("o") and END flag ("end")."""
+    return Fragment(offset, key, timestamp_ms, {"o": offset, "end": end})
 
 
-def identity(session: FinishedSession) -> Identity:
-    """Return what must be equal between runs: id, key, offsets, span, count, members."""
+def session_identity(session: FinishedSession) -> Identity:
+    """What must equal between runs: id, key, offsets, span, count, members (`OffsetRecorder`)."""
     return (
         session.session_id,
         session.key,
@@ -88,7 +101,7 @@ def identity(session: FinishedSession) -> Identity:
 
 
 def batch_identity(session: BatchSession, stream: str) -> Identity:
-    """Return `identity` of the session the engine should emit for a batch session."""
+    """`session_identity` of the session the engine should emit for a batch session."""
     return (
         session.session_id(stream),
         session.key,
@@ -101,10 +114,10 @@ def batch_identity(session: BatchSession, stream: str) -> Identity:
     )
 
 
-def run_uninterrupted(
+def run_engine(
     stream: str,
     records: Iterable[Record],
-    processor: StreamProcessor,
+    processor: StreamProcessor[Any],
     *,
     ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
 ) -> tuple[list[FinishedSession], list[LateFragment], SessionEngine]:
@@ -122,38 +135,39 @@ def run_uninterrupted(
 
 
 @dataclass
-class CrashRun:
-    """Outputs of a run with crashes, split by whether a later commit made them durable."""
+class EngineCrashRun:
+    """The outputs of a run with crashes, split by whether a later commit made them durable."""
 
     committed: list[EngineOutput] = field(default_factory=list)
     """Emitted before the emitting owner's last commit, or by the final owner."""
     at_risk: list[EngineOutput] = field(default_factory=list)
     """Emitted by a crashed owner after its last commit: maybe delivered, maybe not."""
     resumed_at: list[int] = field(default_factory=list)
-    """Index of the record each owner started from."""
+    """The index of the record each owner started from."""
     skipped: int = 0
     """Fragments skipped by ignore lists, over all owners."""
 
 
-def run_with_crashes(
+def run_engine_with_crashes(
     stream: str,
     records: Sequence[Record],
-    make_processor: Callable[[], StreamProcessor],
+    make_processor: Callable[[], StreamProcessor[Any]],
     *,
     crashes: int,
     choose: Callable[[int, int], int],
     min_commit_every: int = 1,
     ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
-) -> CrashRun:
+) -> EngineCrashRun:
     """Run owners one after another; each crashes after a chosen record, the last one finishes.
 
-    Each owner resumes a FRESH engine from the stored bytes (encode/decode round
-    trip) at the safe offset, commits every `choose(min_commit_every, n + 1)` records
-    (n + 1: never) and crashes at a chosen index; `choose(lo, hi)` picks from [lo, hi].
+    Each owner resumes a FRESH engine, with a fresh processor, from the stored bytes
+    (an encode/decode round trip) at the safe offset, commits every
+    `choose(min_commit_every, n + 1)` records (n + 1: never), and crashes after a
+    chosen record; `choose(lo, hi)` picks an int from [lo, hi], as `random.randint`.
     """
-    offsets = [record.offset for record in records]
+    offsets = [_offset(record) for record in records]
     stored = b""
-    run = CrashRun()
+    run = EngineCrashRun()
     for life in range(crashes + 1):
         state = StreamState.decode(stored, stream=stream)
         engine = SessionEngine(
@@ -177,27 +191,7 @@ def run_with_crashes(
     return run
 
 
-def with_watermarks(fragments: Sequence[Fragment], every: int) -> list[Record]:
-    """Insert a watermark (the largest event time so far) after every `every` fragments.
-
-    Offsets are renumbered from 0, and an end-of-input watermark closes the stream,
-    as the producer writes them.
-    """
-    records: list[Record] = []
-    high = 0
-    for count, fragment in enumerate(fragments, start=1):
-        high = max(high, fragment.timestamp_ms)
-        value = {**fragment.value, "o": len(records)}
-        records.append(Fragment(len(records), fragment.key, fragment.timestamp_ms, value))
-        if count % every == 0:
-            records.append(Watermark(len(records), high))
-    records.append(Watermark(len(records), high, end_of_input=True))
-    return records
-
-
-def read_log(path: Path, fmt: Format) -> list[Fragment]:
-    """Parse a log file in place with the router's parser, skipping malformed lines."""
-    return [
-        Fragment(offset, parsed.key, parsed.timestamp_ms, parsed.fields)
-        for offset, parsed in enumerate(parse_file(path, fmt))
-    ]
+def _offset(record: Record) -> int:
+    if record.offset is None:
+        raise ValueError(f"{record!r} has no offset: give it one (Watermark(..., offset=...))")
+    return record.offset

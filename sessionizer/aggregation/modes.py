@@ -33,7 +33,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from framework.kafka_settings import kafka_python_settings
+from framework.kafka_settings import kafka_python_config
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -69,12 +69,15 @@ def require_topic(bootstrap: str, topic: str, properties: Mapping[str, str] | No
     """Raise `SessionsTopicError` unless Kafka answers at `bootstrap` and `topic` exists."""
     try:
         consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            client_id="sessionizer-aggregate",
-            bootstrap_timeout_ms=10_000,
-            **kafka_python_settings(properties or {}, KafkaConsumer.DEFAULT_CONFIG),
+            **kafka_python_config(
+                properties or {},
+                KafkaConsumer.DEFAULT_CONFIG,
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                client_id="sessionizer-aggregate",
+                bootstrap_timeout_ms=10_000,
+            )
         )
         try:
             topics = consumer.topics()
