@@ -11,7 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from framework.node.errors import NodeError, PositionOutOfRange
 from framework.node.ports import SourceRecord
@@ -40,7 +47,6 @@ class ConfluentRecordSource:
     ) -> None:
         self._consumer = Consumer(
             {
-                **(properties or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 # librdkafka wants a group id; nothing is ever committed or joined with it.
@@ -49,6 +55,8 @@ class ConfluentRecordSource:
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",
                 "enable.partition.eof": False,
+                # The user's properties last: theirs win (the reserved ones cannot be set).
+                **(properties or {}),
             }
         )
         self._positions: dict[str, int] = {}
@@ -98,17 +106,40 @@ class ConfluentRecordSource:
         return batches
 
     def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
-        """Each stream's (log start, log end) offsets."""
-        bounds = {}
+        """Each stream's (log start, log end) offsets, in two requests for all the streams.
+
+        One watermark query per stream would wait behind the fetch's long poll each
+        time (`fetch.wait.max.ms`): half a second a stream, 30 s for 64 streams.
+        """
+        starts = self._offsets_at(streams, OFFSET_BEGINNING)
+        ends = self._offsets_at(streams, OFFSET_END)
+        return {stream: (starts[stream], ends[stream]) for stream in streams}
+
+    def _offsets_at(self, streams: Sequence[str], which: int) -> dict[str, int]:
+        """ListOffsets for every stream at once (`which`: OFFSET_BEGINNING or OFFSET_END)."""
+        asked = [TopicPartition(stream, 0, which) for stream in streams]
         try:
-            for stream in streams:
-                low, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(stream, 0), timeout=_BOUNDS_TIMEOUT_S, cached=False
-                )
-                bounds[stream] = (int(low), int(high))
+            answered = self._consumer.offsets_for_times(asked, timeout=_BOUNDS_TIMEOUT_S)
         except KafkaException as exc:
             raise NodeError(f"cannot read the bounds of {len(streams)} streams ({exc!r})") from exc
-        return bounds
+        failed = [f"{tp.topic}: {tp.error}" for tp in answered if tp.error or tp.offset < 0]
+        if failed:
+            raise NodeError(f"cannot read the bounds of {len(failed)} streams: {failed[:3]}")
+        return {tp.topic: int(tp.offset) for tp in answered}
+
+    def ends(self, streams: Sequence[str]) -> Mapping[str, int]:
+        """Each stream's end as librdkafka last saw it in a fetch response (no request)."""
+        ends = {}
+        for stream in streams:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(stream, 0), cached=True
+                )
+            except KafkaException:
+                continue  # not assigned: nothing seen
+            if high >= 0:
+                ends[stream] = int(high)
+        return ends
 
     def close(self) -> None:
         """Close the consumer (it never joined a group, so there is nothing to leave)."""

@@ -14,7 +14,7 @@ from framework.node.ports import RecordSource
 from framework.node.task import StreamTask
 from sessionizer.engine import EngineCounters
 
-__all__ = ["NodeStats", "metrics_snapshot"]
+__all__ = ["NodeStats", "load_counts", "metrics_snapshot"]
 
 _SUMMED = (
     "fragments",
@@ -121,16 +121,15 @@ def metrics_snapshot(
     state_sizes: Mapping[str, int],
     unsendable: Mapping[str, int],
 ) -> MetricsSnapshot:
-    """What `/metrics` shows now: counters, dead letters by reason, and per-stream figures."""
-    bounds: Mapping[str, tuple[int, int]] = {}
-    if tasks and source is not None:
-        try:
-            bounds = source.bounds(list(tasks))
-        except SessionizerError:
-            bounds = {}  # a broker is away: lag is unknown until the next publish
+    """What `/metrics` shows now: counters, dead letters by reason, and per-stream figures.
+
+    Called every second on the loop thread, so the ends are the consumer's last-seen ones
+    (`RecordSource.ends`): asking the brokers would block the loop while one is away.
+    """
+    ends = source.ends(list(tasks)) if tasks and source is not None else {}
     streams = {}
     for stream, task in tasks.items():
-        end = bounds.get(stream, (None, None))[1]
+        end = ends.get(stream)
         streams[stream] = StreamFigures(
             lag=None if end is None else max(0, end - task.position),
             safe_offset_lag=None if end is None else max(0, end - task.committed.safe_offset),
@@ -142,3 +141,12 @@ def metrics_snapshot(
         dead_letters=stats.dead_letter_reasons + Counter(unsendable),
         streams=streams,
     )
+
+
+def load_counts(tasks: Mapping[str, StreamTask]) -> dict[str, int]:
+    """Fragments each owned stream has processed since it was resumed, for load balancing.
+
+    A stream still replaying what its previous owner had read is left out: replay runs
+    as fast as the node can read, which says nothing about the stream's traffic.
+    """
+    return {s: t.engine.counters.fragments for s, t in tasks.items() if not t.replaying}

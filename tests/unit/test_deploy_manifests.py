@@ -816,6 +816,7 @@ class _Coordinator:
         from balancer.machine import BalancerState
 
         self.paused = paused
+        self.connected = not paused  # kazoo's connection state, read by `ready` too
         self.state = BalancerState.PAUSED if paused else BalancerState.STABLE
 
 
