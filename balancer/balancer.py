@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 
 import structlog
@@ -214,14 +214,32 @@ class Balancer:
             if not self.connected:  # a request now would wait for the reconnect: later
                 self._due = time.monotonic() + self.config.retry_delay
                 return self.state
-            try:
-                self._run_due()
-            except NoAuthError as exc:  # the app's ACL changed under us: retrying cannot help
-                raise refused(self.client, self.paths.root) from exc
-            except _TRANSIENT as exc:
-                self._log.warning("zookeeper_error", state=str(self.state), error=repr(exc))
+            if not self._guarded(self._run_due):
                 self._due = time.monotonic() + self.config.retry_delay
+        if self._held.reporter.due(time.monotonic()) and self.connected:
+            self._guarded(self._publish_loads)
         return self.state
+
+    def _guarded(self, work: Callable[[], None]) -> bool:
+        """Run ZooKeeper work; False after a transient failure (logged), to retry later."""
+        try:
+            work()
+        except NoAuthError as exc:  # the app's ACL changed under us: retrying cannot help
+            raise refused(self.client, self.paths.root) from exc
+        except _TRANSIENT as exc:
+            self._log.warning("zookeeper_error", state=str(self.state), error=repr(exc))
+            return False
+        return True
+
+    def report_load(self, fragments: Mapping[str, int], busy_seconds: float) -> None:
+        """Take the owner's cumulative counts, to measure and publish each stream's load.
+
+        `fragments`: per stream, since the owner resumed it (leave out a stream still
+        replaying); `busy_seconds`: the loop's processing time so far.  Call it from the
+        owner's loop, about once a second; `poll` writes `stream_load/<stream>` at most
+        every `load_publish_interval`.
+        """
+        self._held.reporter.meter.sample(time.monotonic(), fragments, busy_seconds)
 
     def report_fenced(self, stream: str) -> None:
         """The owner's commit of `stream` was fenced: forget it and rebalance."""
@@ -415,14 +433,19 @@ class Balancer:
                 self._machine.to(S.JOINING)
                 self._due = time.monotonic()
                 return
-            self._held.balance_pass(len(members))
+            self._held.balance_pass(members)
             if len(self.client.get_children(self.paths.active_consumers)) == len(members):
                 break
         if self._again:  # the owner gave a stream up during the pass: pass again soon
             self._due = time.monotonic() + self.config.debounce
             return
         self._machine.to(S.STABLE)
-        self._due = time.monotonic() + self.config.resync_interval
+        self._due = time.monotonic() + self._resync_interval()
+
+    def _resync_interval(self) -> float:
+        if self.config.balance == "load":
+            return self.config.load_pass_interval  # loads change without any watch firing
+        return self.config.resync_interval
 
     def _drain_step(self) -> None:
         self._held.leave()
@@ -433,6 +456,11 @@ class Balancer:
             return
         self._held.release_cheapest()
         self._due = time.monotonic() + self._drain_interval
+
+    def _publish_loads(self) -> None:
+        """Write the loads of the streams we hold (count policy too: `status` shows them)."""
+        if self.state in (S.BALANCING, S.STABLE):
+            self._held.reporter.publish(time.monotonic(), list(self._held.leases))
 
     def _set_paused(self, paused: bool) -> None:
         if paused == self._paused:

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from balancer.fencing import StreamLease
+from balancer.load_plan import LoadPolicy
 from balancer.paths import DEFAULT_NAMESPACE, AppPaths
 from framework.client_settings import parse_zk_auth
 from framework.errors import ConfigError
 
-__all__ = ["BalancerConfig", "BalancerListener", "NoopListener"]
+__all__ = [
+    "BALANCE_POLICIES",
+    "BalancePolicy",
+    "BalancerConfig",
+    "BalancerListener",
+    "NoopListener",
+]
+
+BalancePolicy = Literal["count", "load"]
+BALANCE_POLICIES: tuple[BalancePolicy, ...] = ("count", "load")
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,16 @@ class BalancerConfig:
     # `SCHEME:CREDENTIALS` (e.g. `digest:user:password`) for the client the balancer builds
     # when given none; its znodes are then created with that identity's ACL only.
     zk_auth: str | None = field(default=None, repr=False)
+    # `count`: spread <= 1 stream (overflow slots); `load`: per-member load within
+    # `load_tolerance` of the mean (docs/balancing.md, "Balancing by load").
+    balance: BalancePolicy = "count"
+    load_tolerance: float = 0.2
+    # Hysteresis: a load move must close the gap by more than this fraction of the mean.
+    load_margin: float = 0.05
+    # At most `load_max_moves` load moves per `load_interval`, and each moved stream
+    # cools down for one interval; loads are averaged over a third of it.
+    load_interval: float = 30.0
+    load_max_moves: int = 4
 
     def __post_init__(self) -> None:
         if not self.zk_hosts:
@@ -50,11 +70,42 @@ class BalancerConfig:
             raise ConfigError(f"balancer capacity must be >= 1, got {self.capacity}")
         if self.zk_auth is not None:
             parse_zk_auth(self.zk_auth)
+        if self.balance not in BALANCE_POLICIES:
+            raise ConfigError(f"--balance must be count or load, got {self.balance!r}")
+        try:
+            self.load_policy  # noqa: B018 - validates the load settings
+        except ValueError as exc:
+            raise ConfigError(f"node {self.consumer_id}: {exc}") from exc
 
     @property
     def paths(self) -> AppPaths:
         """The app's ZooKeeper layout."""
         return AppPaths(self.app, self.namespace)
+
+    @property
+    def load_policy(self) -> LoadPolicy:
+        """The `--balance load` knobs, for `balancer.load_plan`."""
+        return LoadPolicy(
+            tolerance=self.load_tolerance,
+            margin=self.load_margin,
+            max_moves=self.load_max_moves,
+            interval=self.load_interval,
+        )
+
+    @property
+    def load_window(self) -> float:
+        """Time constant of the per-stream load means: a third of the interval."""
+        return self.load_interval / 3
+
+    @property
+    def load_publish_interval(self) -> float:
+        """Loads are written at most this often: a tenth of the interval, at least 1 s."""
+        return max(1.0, self.load_interval / 10)
+
+    @property
+    def load_pass_interval(self) -> float:
+        """Under `load`, a pass runs at least this often (loads change without watch events)."""
+        return min(self.resync_interval, max(1.0, self.load_interval / 5))
 
 
 class BalancerListener(Protocol):

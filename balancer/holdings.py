@@ -9,15 +9,17 @@ kazoo errors propagate to `Balancer.poll`, which retries later.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable, Sequence
 
 import structlog
 from kazoo.client import KazooClient
 
-from balancer import claims, plan, quarantine
+from balancer import claims, load_plan, plan, quarantine
 from balancer.config import BalancerConfig, BalancerListener
 from balancer.errors import MembershipLost, StreamFenced
 from balancer.fencing import StreamLease
+from balancer.load import LoadReporter, read_view
 
 __all__ = ["Holdings"]
 
@@ -49,12 +51,19 @@ class Holdings:
         self._cost = cost
         self._rng = rng
         self._log = structlog.get_logger(__name__).bind(node=self.node)
+        self.reporter = LoadReporter(
+            client,
+            self.paths,
+            self.node,
+            window=config.load_window,
+            publish_interval=config.load_publish_interval,
+        )
 
     # -- membership ------------------------------------------------------------------
 
     def join(self, session: int) -> bool:
         """Create our membership znode under `session`; False while another session has it."""
-        info = claims.member_info(self.config.capacity)
+        info = {**claims.member_info(self.config.capacity), "balance": self.config.balance}
         if not claims.join(self.client, self.paths, self.node, info, session):
             return False
         self.session, self.joined = session, True
@@ -91,8 +100,8 @@ class Holdings:
 
     # -- balancing -------------------------------------------------------------------
 
-    def balance_pass(self, members: int) -> None:
-        """One balance pass (DESIGN section 4) for a group of `members`."""
+    def balance_pass(self, members: Sequence[str]) -> None:
+        """One balance pass (DESIGN section 4) for the group `members`, by the configured policy."""
         session = self._session()
         if self._maybe_ours:
             claims.release(self.client, self.paths, self._maybe_ours, session)
@@ -105,7 +114,10 @@ class Holdings:
         streams = plan.balanceable(active, quarantined)
         self.stream_count = len(streams)
         self.drop(sorted(set(self.leases) - claimed), reason="claim_vanished")
-        shares = plan.share(len(streams), members)
+        if self.config.balance == "load":
+            self._load_pass(members, streams, claimed, session)
+            return
+        shares = plan.share(len(streams), len(members))
         self._settle_slot(shares, free=len(set(streams) - claimed))
         self.target = plan.target(shares, self.slot is not None)
         moves = plan.moves(
@@ -113,7 +125,7 @@ class Holdings:
         )
         self._log.debug(
             "balance_pass",
-            members=members,
+            members=len(members),
             streams=len(streams),
             quarantined=len(quarantined),
             held=len(self.leases),
@@ -124,6 +136,46 @@ class Holdings:
             self.release(moves.release)
         if moves.need:
             self._claim(moves.claim, moves.need, session)
+
+    def _load_pass(
+        self, members: Sequence[str], streams: Sequence[str], claimed: set[str], session: int
+    ) -> None:
+        """A pass of `--balance load`: carry out our part of the plan every member computes."""
+        if self.slot is not None:  # overflow slots belong to the count policy
+            claims.delete_if_ours(self.client, self.paths.overflow(self.slot), session)
+            self.slot = None
+        view = read_view(self.client, self.paths, members, streams, claimed, now=time.time())
+        planned = load_plan.plan(view, self.config.load_policy)
+        mine = sorted(s for s, member in planned.assignment.items() if member == self.node)
+        self.target = len(mine)
+        self._log.debug(
+            "balance_pass",
+            policy="load",
+            members=len(members),
+            streams=len(streams),
+            held=len(self.leases),
+            target=self.target,
+            balanced=planned.balanced,
+            budget=planned.budget,
+            loads={m: round(v, 2) for m, v in planned.node_loads.items()},
+        )
+        gone = sorted(set(self.leases).difference(streams))
+        moving = [m for m in planned.moves if m.source == self.node and m.stream in self.leases]
+        for move in moving:
+            self.reporter.mark_moved(move.stream, view.now)
+            self._log.info(
+                "stream_moved",
+                stream=move.stream,
+                at=round(view.now, 3),
+                to=move.destination,
+                load=round(move.load, 3),
+                loads={m: round(v, 2) for m, v in planned.node_loads.items()},
+            )
+        if gone or moving:
+            self.release([*gone, *(m.stream for m in moving)])
+        free = [s for s in mine if s not in view.owners and s not in self.leases]
+        if free:
+            self._claim(free, len(free), session)
 
     def _settle_slot(self, shares: plan.Share, *, free: int) -> None:
         taken = claims.taken_slots(self.client, self.paths)

@@ -5,7 +5,10 @@ the table shows `corrupt` as the owner and lists the reasons below it. The
 top-level `auth` is `"open"` (the app was created without --zk-auth: anyone may
 read and write its znodes) or the scheme its znodes are protected with
 (`"digest"`), from the app root's ACL; the table says so on its second line.
-Without the credentials of a protected app, status fails with one line.
+Each stream row has its published `load` and `busy`, and the top level adds
+`balance` (the members' policy) and `node_loads` (each member's summed load)
+(`balancer.status.load_summary`). Without the credentials of a protected app,
+status fails with one line.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.paths import AppPaths
-from balancer.status import StreamColumns, format_table, snapshot
+from balancer.status import StreamColumns, format_table, load_summary, snapshot
 from framework.commands.options import connection_from_args
 from framework.errors import ConfigError
 from framework.progress import state_columns
@@ -78,7 +81,8 @@ def _show(
     as_json: bool,
     clear: bool,
 ) -> None:
-    status = {**snapshot(client, paths, columns=columns), "auth": root_acl_kind(client, paths)}
+    status = snapshot(client, paths, columns=columns)
+    status.update(load_summary(client, paths, status), auth=root_acl_kind(client, paths))
     if as_json:
         print(json.dumps(status, sort_keys=True), flush=True)
     else:

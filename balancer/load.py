@@ -1,0 +1,274 @@
+"""Each stream's recent load: measured from the owner's counts, published to ZooKeeper, read back.
+
+The owner's loop hands the balancer cumulative counts (`Balancer.report_load`);
+`LoadMeter` turns them into exponentially weighted rates per stream, and
+`LoadReporter` writes `stream_load/<stream>` (compact JSON) for the streams
+we hold, at most every `publish_interval` and only when the rate changed
+meaningfully.  Every member reads all of them when it plans (`read_loads`).
+Only the owner writes a stream's load; a stale owner's late write is harmless
+(the load is advice to the planner, never state), and the next owner
+overwrites it once it has measured the stream itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import structlog
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from balancer import claims
+from balancer.load_plan import LoadView
+from balancer.paths import AppPaths
+
+__all__ = ["LoadMeter", "LoadReporter", "StreamLoad", "read_loads", "read_view"]
+
+# Publish again when the rate moved by more than this fraction (plus an absolute floor in
+# fragments/s, so an idle stream's decaying rate is not rewritten for ever).
+_CHANGE = 0.1
+_FLOOR = 0.05
+
+
+@dataclass(frozen=True)
+class StreamLoad:
+    """What `stream_load/<stream>` holds."""
+
+    rate: float | None
+    """Fragments per second, an exponentially weighted mean; None: not measured yet."""
+    busy: float | None
+    """Seconds of processing per second (the owner's loop time, shared out by fragments)."""
+    node: str = ""
+    """The owner that measured it."""
+    moved_at: float | None = None
+    """Wall-clock seconds when a load move of the stream last started (cool-down, move cap)."""
+
+    def encode(self) -> bytes:
+        """Compact JSON, readable with zkCli."""
+        value: dict[str, float | str] = {"node": self.node}
+        if self.rate is not None and self.busy is not None:
+            value.update(rate=round(self.rate, 3), busy=round(self.busy, 6))
+        if self.moved_at is not None:
+            value["moved_at"] = round(self.moved_at, 3)
+        return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes | None) -> StreamLoad | None:
+        """The load in `data`, or None if it is not one (never raises)."""
+        try:
+            value = json.loads(data or b"null")
+            rate, busy, moved_at = (_number(value.get(k)) for k in ("rate", "busy", "moved_at"))
+            node = str(value.get("node", ""))
+        except (ValueError, TypeError, AttributeError):
+            return None
+        if rate is not None and (rate < 0 or busy is None or busy < 0):
+            rate = busy = None  # not a usable measurement: the planner takes the mean
+        return cls(rate, busy if rate is not None else None, node, moved_at)
+
+    def differs(self, other: StreamLoad) -> bool:
+        """True when the rates differ enough to be worth a write."""
+        if self.rate is None or other.rate is None:
+            return self.rate is not other.rate
+        return abs(self.rate - other.rate) > _CHANGE * other.rate + _FLOOR
+
+
+def _number(value: object) -> float | None:
+    """A finite float, or None (missing, or anything else)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass
+class _Track:
+    """One stream's last counts and its running means."""
+
+    at: float
+    fragments: int
+    rate: float = 0.0
+    busy: float = 0.0
+    observed: float = 0.0  # seconds of measurement behind the means
+
+
+class LoadMeter:
+    """Exponentially weighted fragments/s and busy s/s per stream, with time constant `window`."""
+
+    def __init__(self, window: float) -> None:
+        if window <= 0:
+            raise ValueError(f"load window must be > 0, got {window}")
+        self.window = window
+        self._tracks: dict[str, _Track] = {}
+        self._busy: float | None = None
+
+    def sample(self, now: float, fragments: Mapping[str, int], busy_seconds: float) -> None:
+        """Take cumulative counts (monotonic `now`, fragments per stream, the loop's busy seconds).
+
+        A stream missing from `fragments` is forgotten; a count that went down (the
+        stream was resumed afresh) starts its measurement again.
+        """
+        busy = 0.0 if self._busy is None else max(0.0, busy_seconds - self._busy)
+        self._busy = busy_seconds
+        for stream in set(self._tracks) - set(fragments):
+            del self._tracks[stream]
+        deltas = {}
+        for stream, count in fragments.items():
+            track = self._tracks.get(stream)
+            if track is None or count < track.fragments or now <= track.at:
+                self._tracks[stream] = _Track(now, count)
+                continue
+            deltas[stream] = count - track.fragments
+        total = sum(deltas.values())
+        for stream, delta in deltas.items():
+            self._advance(self._tracks[stream], now, delta, busy * delta / total if total else 0.0)
+        for stream, count in fragments.items():
+            self._tracks[stream].fragments = count
+
+    def _advance(self, track: _Track, now: float, fragments: int, busy: float) -> None:
+        elapsed = now - track.at
+        rate, load = fragments / elapsed, busy / elapsed
+        if track.observed == 0:
+            track.rate, track.busy = rate, load  # the first interval: no history to weigh
+        else:
+            alpha = 1.0 - math.exp(-elapsed / self.window)
+            track.rate += alpha * (rate - track.rate)
+            track.busy += alpha * (load - track.busy)
+        track.observed += elapsed
+        track.at = now
+
+    def estimate(self, stream: str) -> tuple[float, float] | None:
+        """(fragments/s, busy s/s) once the stream was measured for a whole window, else None."""
+        track = self._tracks.get(stream)
+        if track is None or track.observed < self.window:
+            return None
+        return track.rate, track.busy
+
+
+class LoadReporter:
+    """Publishes the loads of the streams we hold, from the owner's thread."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        paths: AppPaths,
+        node: str,
+        *,
+        window: float,
+        publish_interval: float,
+    ) -> None:
+        self.client = client
+        self.paths = paths
+        self.node = node
+        self.meter = LoadMeter(window)
+        self.publish_interval = publish_interval
+        self._published: dict[str, StreamLoad] = {}
+        self._next = 0.0
+        self._log = structlog.get_logger(__name__).bind(node=node)
+
+    def due(self, now: float) -> bool:
+        """True when a publish round is due (monotonic `now`)."""
+        return now >= self._next
+
+    def publish(self, now: float, held: Collection[str]) -> int:
+        """Write the loads of `held` streams that changed meaningfully; return how many."""
+        self._next = now + self.publish_interval
+        for stream in set(self._published) - set(held):
+            del self._published[stream]
+        written = 0
+        for stream in sorted(held):
+            estimate = self.meter.estimate(stream)
+            if estimate is None:
+                continue  # not measured long enough: the last published value stands
+            last = self._published.get(stream)
+            if last is None:
+                last = read_loads(self.client, self.paths, [stream]).get(stream)
+                moved_at = last.moved_at if last is not None else None
+            else:
+                moved_at = last.moved_at
+            load = StreamLoad(estimate[0], estimate[1], self.node, moved_at)
+            if last is not None and last.node == self.node and not load.differs(last):
+                self._published[stream] = last
+                continue
+            self._write(stream, load)
+            written += 1
+        return written
+
+    def mark_moved(self, stream: str, at: float) -> None:
+        """Record that a load move of `stream` starts now (before its planned release)."""
+        last = self._published.get(stream) or read_loads(self.client, self.paths, [stream]).get(
+            stream
+        )
+        estimate = self.meter.estimate(stream)
+        if estimate is not None:
+            load = StreamLoad(estimate[0], estimate[1], self.node, at)
+        elif last is not None:
+            load = replace(last, moved_at=at)
+        else:
+            load = StreamLoad(None, None, self.node, at)  # unmeasured: planners take the mean
+        self._write(stream, load)
+
+    def _write(self, stream: str, load: StreamLoad) -> None:
+        path = self.paths.stream_load(stream)
+        data = load.encode()
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data)
+            except NodeExistsError:
+                self.client.set(path, data)
+        self._published[stream] = load
+
+
+def read_loads(
+    client: KazooClient, paths: AppPaths, streams: Collection[str] | None = None
+) -> dict[str, StreamLoad]:
+    """The published loads of `streams` (default: every stream that has one), pipelined."""
+    if streams is None:
+        try:
+            streams = client.get_children(paths.stream_loads)
+        except NoNodeError:
+            return {}
+    pending = [(s, client.get_async(paths.stream_load(s))) for s in sorted(streams)]
+    loads = {}
+    for stream, result in pending:
+        try:
+            data = result.get()[0]
+        except NoNodeError:
+            continue
+        load = StreamLoad.decode(data)
+        if load is not None:
+            loads[stream] = load
+    return loads
+
+
+def read_view(
+    client: KazooClient,
+    paths: AppPaths,
+    members: Sequence[str],
+    streams: Sequence[str],
+    claimed: Collection[str],
+    *,
+    now: float,
+) -> LoadView:
+    """What a `--balance load` pass plans from: claims with their owners, loads, move times.
+
+    `claimed` is the listing of `claimed_streams` the pass already made; a claim
+    deleted before its owner is read counts as free (taking it then simply fails).
+    """
+    owners = {
+        stream: str(data.get("consumer"))
+        for stream, data in claims.read_owners(client, paths).items()
+        if stream in claimed
+    }
+    published = read_loads(client, paths)
+    return LoadView(
+        members=members,
+        streams=streams,
+        owners=owners,
+        loads={s: p.rate for s, p in published.items() if p.rate is not None},
+        moved_at={s: p.moved_at for s, p in published.items() if p.moved_at is not None},
+        now=now,
+    )
