@@ -71,6 +71,16 @@ class AppPaths:
         return f"{self.root}/quarantined_streams"
 
     @property
+    def stream_loads(self) -> str:
+        """Parent of the persistent per-stream loads the owners publish (`--balance load`)."""
+        return f"{self.root}/stream_load"
+
+    @property
+    def producers(self) -> str:
+        """Parent of the producers' ephemeral znodes (streams written, latest watermark, ended)."""
+        return f"{self.root}/producers"
+
+    @property
     def parents(self) -> tuple[str, ...]:
         """Every parent znode the balancer needs to exist."""
         return (
@@ -80,6 +90,7 @@ class AppPaths:
             self.overflow_streams,
             self.stream_states,
             self.quarantined_streams,
+            self.stream_loads,
         )
 
     def stream(self, stream: str) -> str:
@@ -104,6 +115,14 @@ class AppPaths:
         """`stream_state/<stream>`: its version is the stream's fencing epoch."""
         return f"{self.stream_states}/{_segment('stream', stream)}"
 
+    def producer(self, producer_id: str) -> str:
+        """`producers/<producer id>`."""
+        return f"{self.producers}/{_segment('producer id', producer_id)}"
+
     def quarantined(self, stream: str) -> str:
         """`quarantined_streams/<stream>`: while it exists, no member takes the stream."""
         return f"{self.quarantined_streams}/{_segment('stream', stream)}"
+
+    def stream_load(self, stream: str) -> str:
+        """`stream_load/<stream>`: the owner's recent load for the stream."""
+        return f"{self.stream_loads}/{_segment('stream', stream)}"

@@ -1,4 +1,5 @@
-"""Create and check an app's Kafka topics: the streams, `<app>.sessions`, `<app>.deadletter`."""
+"""Create and check an app's Kafka topics: the streams, `<app>.sessions`, `<app>.deadletter`,
+and `<app>.handover` (compacted: each stream's latest handover record, docs/nodes.md)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,33 @@ import structlog
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from framework.kafka_settings import kafka_python_settings
+from framework.kafka_settings import kafka_python_config
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
-__all__ = ["TopicPlan", "create_stream_topics", "existing_stream_count", "verify_stream_topics"]
+__all__ = [
+    "HANDOVER_TOPIC_CONFIG",
+    "TopicPlan",
+    "create_stream_topics",
+    "existing_stream_count",
+    "handover_topic",
+    "verify_stream_topics",
+]
 
 _log = structlog.get_logger("sessionizer.provisioning")
+
+HANDOVER_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    # A handover can be larger than a session (open sessions, fragments within grace);
+    # larger than this, the stream's next owner replays instead.
+    "max.message.bytes": str(16 * 1024 * 1024 + 64 * 1024),
+}
+"""Topic settings of `<app>.handover`: keyed by stream, only the latest record matters."""
+
+
+def handover_topic(app: str) -> str:
+    """`<app>.handover`: the records planned moves hand to the next owner."""
+    return f"{app}.handover"
 
 
 @dataclass(frozen=True)
@@ -31,16 +52,33 @@ class TopicPlan:
         return [stream_name(self.app, i) for i in range(self.num_streams)]
 
     def all_topics(self) -> list[str]:
-        """Streams plus the sessions and dead-letter topics."""
-        return [*self.stream_topics(), sessions_topic(self.app), deadletter_topic(self.app)]
+        """Streams plus the sessions, dead-letter and handover topics."""
+        return [
+            *self.stream_topics(),
+            sessions_topic(self.app),
+            deadletter_topic(self.app),
+            handover_topic(self.app),
+        ]
+
+    def configs(self, topic: str) -> dict[str, str]:
+        """The topic settings `topic` is created with."""
+        # Records carry event time (old for replayed logs); time-based retention
+        # would delete what a resuming node still has to re-read.
+        configs = {"message.timestamp.type": "CreateTime", "retention.ms": "-1"}
+        if topic == handover_topic(self.app):
+            configs.update(HANDOVER_TOPIC_CONFIG)
+        return configs
 
 
 def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> KafkaAdminClient:
-    settings = kafka_python_settings(properties or {}, KafkaAdminClient.DEFAULT_CONFIG)
+    settings = kafka_python_config(
+        properties or {},
+        KafkaAdminClient.DEFAULT_CONFIG,
+        bootstrap_servers=bootstrap,
+        client_id="sessionizer-admin",
+    )
     try:
-        return KafkaAdminClient(
-            bootstrap_servers=bootstrap, client_id="sessionizer-admin", **settings
-        )
+        return KafkaAdminClient(**settings)
     except KafkaError as exc:
         raise ProvisioningError(
             f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up (and, for a "
@@ -81,9 +119,7 @@ def create_stream_topics(
                 name: {
                     "num_partitions": 1,
                     "replication_factor": plan.replication,
-                    # Records carry event time (old for replayed logs); time-based retention
-                    # would delete what a resuming node still has to re-read.
-                    "configs": {"message.timestamp.type": "CreateTime", "retention.ms": "-1"},
+                    "configs": plan.configs(name),
                 }
                 for name in missing
             }

@@ -6,7 +6,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from sessionizer.errors import ProcessorError
 
@@ -51,6 +51,13 @@ class StreamProcessor(ABC, Generic[Session]):
     Hooks must be deterministic: a replay after a crash calls them again on the
     same fragments and must produce the same results.  If a hook raises, the
     stream goes on and the fragments concerned go to the dead-letter topic.
+
+    On a planned move the open sessions are handed to the next owner
+    (docs/sessions.md, "Handover"): msgpack carries dicts, lists, str, bytes,
+    int, float, bool and None as they are; for any other session object define
+    ``dump_session`` / ``load_session``.  The optional class attribute
+    ``version`` names the processor's state format: a handover written by
+    another ``module:qualname`` or ``version`` is not used (the stream replays).
     """
 
     timeout: float = 30 * 60
@@ -81,6 +88,19 @@ class StreamProcessor(ABC, Generic[Session]):
     @abstractmethod
     def close(self, key: str, session: Session) -> Mapping[str, Any]:
         """Return the finished session's result: a JSON-able dict."""
+
+    def dump_session(self, session: Session) -> Any:
+        """Return the session object as msgpack-able data, for a handover (default: itself).
+
+        The default accepts exactly dict, list, str, bytes, int, float, bool and None
+        (no tuples, sets or subclasses: they would not come back as they were); a
+        session it cannot carry makes the stream's next owner replay instead.
+        """
+        return session
+
+    def load_session(self, data: Any) -> Session:
+        """Rebuild a session object from what `dump_session` returned (default: the data)."""
+        return cast(Session, data)
 
 
 @dataclass(frozen=True, slots=True)

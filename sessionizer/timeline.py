@@ -23,7 +23,7 @@ Each session's folded members are a prefix of it, in event-time order.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -188,6 +188,54 @@ class Segment:
         self.first_offset, self.last_offset = min(offsets), max(offsets)
         return moved
 
+    def export_state(self, dump: Callable[[Any], bytes]) -> list[Any]:
+        """This session as msgpack-able data, for a handover (`sessionizer.handover`).
+
+        `dump` packs the user's session object.  Every slot is carried: a slot added
+        to `Segment` must be added here and in `restore_state`.
+        """
+        failure = None
+        if self.failure is not None:
+            held = self.failure.fragment
+            fragment = (
+                None if held is None else [held.offset, held.key, held.timestamp_ms, held.value]
+            )
+            failure = [self.failure.hook, self.failure.error, fragment]
+        state = dump(self.state) if self.folded and self.failure is None else None
+        return [
+            [list(member) for member in self.raw],
+            isinstance(self.raw, list),
+            [self.first_ts, self.first_offset, self.last_offset, self.folded],
+            [self.tail_ts, self.tail_offset, self.tail_end, self.opener_offset, self.opener_time],
+            bytes(self.offsets),
+            state,
+            failure,
+        ]
+
+    @classmethod
+    def restore_state(cls, data: Sequence[Any], load: Callable[[bytes], Any]) -> Segment:
+        """Rebuild a session from `export_state`'s data; `load` unpacks the user's session."""
+        raw, is_list, (first_ts, first_offset, last_offset, folded), tail, offsets = data[:5]
+        state, failure = data[5:]
+        members = [_member(item) for item in raw]
+        segment = cls(members[0]) if members else cls((0, 0, False, None, 0, {}))
+        segment.raw = members if is_list else tuple(members)
+        segment.first_ts, segment.first_offset, segment.last_offset = (
+            first_ts,
+            first_offset,
+            last_offset,
+        )
+        segment.folded = folded
+        segment.tail_ts, segment.tail_offset, segment.tail_end = tail[0], tail[1], tail[2]
+        segment.opener_offset, segment.opener_time = tail[3], tail[4]
+        segment.offsets = bytearray(offsets)
+        segment.state = load(state) if state is not None else None
+        if failure is not None:
+            hook, error, held = failure
+            fragment = None if held is None else Fragment(held[0], held[1], held[2], held[3])
+            segment.failure = Failure(hook, error, fragment)
+        return segment
+
 
 class KeyTimeline(list[Segment]):
     """The open sessions of one key, in event-time order (itself the list: one object less
@@ -286,6 +334,20 @@ class KeyTimeline(list[Segment]):
         """Return the deadline of the first open session, or None if there is none."""
         return self[0].deadline(timing) if self else None
 
+    def export_state(self, dump: Callable[[Any], bytes]) -> list[Any]:
+        """The key's open sessions and schedule as msgpack-able data, for a handover."""
+        sessions = [segment.export_state(dump) for segment in self]
+        return [self.key, self.deadline_due, self.fold_due, sessions]
+
+    @classmethod
+    def restore_state(cls, data: Sequence[Any], load: Callable[[bytes], Any]) -> KeyTimeline:
+        """Rebuild a key's timeline from `export_state`'s data."""
+        key, deadline_due, fold_due, sessions = data
+        timeline = cls(key)
+        timeline.deadline_due, timeline.fold_due = deadline_due, fold_due
+        timeline.extend(Segment.restore_state(item, load) for item in sessions)
+        return timeline
+
 
 def split(
     members: list[Member], timing: Timing, start: list[Segment] | None = None
@@ -298,6 +360,12 @@ def split(
         else:
             segments.append(Segment(member))
     return segments
+
+
+def _member(item: Sequence[Any]) -> Member:
+    """A raw member from its handover form (a list: msgpack has no tuples)."""
+    event_time, offset, is_end, before, record_ts, value = item
+    return (event_time, offset, is_end, before, record_ts, value)
 
 
 def _read_offsets(buffer: bytes | bytearray) -> Iterator[int]:

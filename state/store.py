@@ -198,6 +198,11 @@ class FencedStateStore:
             outcomes[stream] = None
         return True
 
+    def version(self, stream: str) -> int | None:
+        """The version of the stream's record as this node last wrote (or loaded) it; None if
+        it does not own the stream.  Its next owner's epoch is this plus one (a handover)."""
+        return self._expected.get(stream)
+
     def release(self, stream: str) -> None:
         """Stop owning the stream here: later commits of it raise `StateError`."""
         self._expected.pop(stream, None)

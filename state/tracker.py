@@ -23,9 +23,9 @@ what was read, never on when commits happened: the engine compares it with
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from state.record import IgnoreEntry
 
@@ -187,6 +187,40 @@ class SafeOffsetTracker:
         self._finished_count = sum(len(group) for group in self._finished.values())
         self._prune_at = 2 * self._finished_count + _PRUNE_SLACK
 
+    def export_state(self) -> list[Any]:
+        """Everything the tracker holds, as msgpack-able data (a handover, DESIGN section 5).
+
+        Every attribute is carried as it is (heaps in their order), so a tracker
+        restored from it decides exactly as this one would.
+        """
+        return [
+            [self._next_offset, self._stream_time_ms],
+            [[offset, s.key, s.stream_time_before] for offset, s in self._open.items()],
+            [[offset, time] for offset, time in self._held.items()],
+            list(self._holders),
+            [list(item) for item in self._entry_heap],
+            self._entry_bytes,
+            [[entry.to_list() for entry in group] for group in self._finished.values()],
+            [[entry.to_list() for entry in group] for group in self._skippable.values()],
+            [self._finished_count, self._prune_at],
+        ]
+
+    @classmethod
+    def restore_state(cls, data: Sequence[Any]) -> SafeOffsetTracker:
+        """Rebuild a tracker from `export_state`'s data."""
+        (next_offset, stream_time), opened, held, holders, heap, entry_bytes = data[:6]
+        finished, skippable, (finished_count, prune_at) = data[6:]
+        tracker = cls(next_offset=next_offset, stream_time_ms=stream_time)
+        tracker._open = {offset: _OpenSession(key, time) for offset, key, time in opened}
+        tracker._held = {offset: time for offset, time in held}
+        tracker._holders = list(holders)
+        tracker._entry_heap = [(offset, cost) for offset, cost in heap]
+        tracker._entry_bytes = entry_bytes
+        tracker._finished = _groups(finished)
+        tracker._skippable = _groups(skippable)
+        tracker._finished_count, tracker._prune_at = finished_count, prune_at
+        return tracker
+
     def _add_finished(self, entry: IgnoreEntry) -> None:
         self._finished.setdefault(entry.key, []).append(entry)
         self._finished_count += 1
@@ -205,6 +239,16 @@ class SafeOffsetTracker:
         while heap and heap[0] not in self._open and heap[0] not in self._held:
             heapq.heappop(heap)
         return heap[0] if heap else None
+
+
+def _groups(data: Sequence[Sequence[Sequence[Any]]]) -> dict[str, list[IgnoreEntry]]:
+    """Entries grouped by key, from their stored lists (as `export_state` wrote them)."""
+    groups: dict[str, list[IgnoreEntry]] = {}
+    for group in data:
+        entries = [IgnoreEntry(*item) for item in group]
+        if entries:
+            groups[entries[0].key] = entries
+    return groups
 
 
 def _entries_from(groups: dict[str, list[IgnoreEntry]], safe: int) -> dict[str, list[IgnoreEntry]]:

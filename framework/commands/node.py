@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from balancer.config import BALANCE_POLICIES
 from framework.commands.options import connection_from_args, env_default
+from framework.errors import ConfigError
 from framework.node.config import NodeConfig, default_node_id
 from framework.node.node import Node
 from framework.node.runner import run_until_signalled
 
 __all__ = ["add_parser"]
+
+SWITCH = ("on", "off")
 
 
 def add_parser(
@@ -72,7 +76,49 @@ def add_parser(
         help="serve Prometheus /metrics, /healthz and /readyz on PORT (0: any free port, "
         "logged as metrics_serving) [env: SESSIONIZER_METRICS_PORT] (default: off)",
     )
+    parser.add_argument(
+        "--handover",
+        choices=SWITCH,
+        default=env_default("SESSIONIZER_HANDOVER", "on"),
+        help="on planned moves, hand each open engine to the next owner (on), or let it replay "
+        "from the safe offset as after a crash (off) [env: SESSIONIZER_HANDOVER] (default on)",
+    )
+    _add_balance_options(parser)
     parser.set_defaults(run=run)
+
+
+def _switch(flag: str, value: str) -> bool:
+    """`on`/`off` as a bool; an environment default argparse did not check is refused here."""
+    if value not in SWITCH:
+        raise ConfigError(f"{flag} must be on or off, got {value!r}")
+    return value == "on"
+
+
+def _add_balance_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--balance",
+        choices=list(BALANCE_POLICIES),
+        default=env_default("SESSIONIZER_BALANCE", "count"),
+        help="share streams by count (spread <= 1 stream) or by their published load "
+        "(every node within --balance-tolerance of the mean); every node of an app must use "
+        "the same [env: SESSIONIZER_BALANCE] (default count)",
+    )
+    parser.add_argument(
+        "--balance-tolerance",
+        type=float,
+        default=float(env_default("SESSIONIZER_BALANCE_TOLERANCE", "0.2") or 0.2),
+        metavar="FRACTION",
+        help="--balance load: how far from the mean node load counts as balanced "
+        "[env: SESSIONIZER_BALANCE_TOLERANCE] (default 0.2)",
+    )
+    parser.add_argument(
+        "--balance-interval",
+        type=float,
+        default=float(env_default("SESSIONIZER_BALANCE_INTERVAL", "30") or 30),
+        metavar="SECONDS",
+        help="--balance load: at most 4 moves per interval, a moved stream stays put for one, "
+        "loads are averaged over a third of it [env: SESSIONIZER_BALANCE_INTERVAL] (default 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,5 +133,9 @@ def run(args: argparse.Namespace) -> int:
         drain_seconds=args.drain,
         delivery_timeout=args.delivery_timeout,
         metrics_port=args.metrics_port,
+        balance=args.balance,
+        balance_tolerance=args.balance_tolerance,
+        balance_interval=args.balance_interval,
+        handover=_switch("--handover", args.handover),
     )
     return run_until_signalled(Node(config))

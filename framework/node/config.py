@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Literal
 
+from balancer.config import BALANCE_POLICIES, BalancePolicy
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
@@ -45,6 +46,13 @@ class NodeConfig:
     metrics_port: int | None = None
     """Serve /metrics, /healthz and /readyz on this port (0: any free port; None: off)."""
     metrics_host: str = "0.0.0.0"
+    balance: BalancePolicy = "count"
+    """`count`: spread <= 1 stream; `load`: per-node load within `balance_tolerance` of the mean."""
+    balance_tolerance: float = 0.2
+    balance_interval: float = 30.0
+    """`load`: at most a few moves per interval, and a moved stream stays put for one."""
+    handover: bool = True
+    """Hand engines over on planned moves (False: none written nor used; every move replays)."""
 
     def __post_init__(self) -> None:
         if self.processor and ":" not in self.processor:
@@ -67,6 +75,14 @@ class NodeConfig:
             raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port must be a TCP port, got {self.metrics_port}")
+        if self.balance not in BALANCE_POLICIES:
+            raise ConfigError(f"--balance must be count or load, got {self.balance!r}")
+        if not 0 < self.balance_tolerance < 1:
+            raise ConfigError(
+                f"--balance-tolerance must be in (0, 1), got {self.balance_tolerance}"
+            )
+        if self.balance_interval <= 0:
+            raise ConfigError(f"--balance-interval must be > 0 s, got {self.balance_interval}")
         for name in ("max_poll_records", "max_message_bytes", "max_unsent"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from framework.node.ports import Coordinator
+
 __all__ = [
     "LoopHealth",
     "MetricsServer",
@@ -134,7 +136,7 @@ class LoopHealth:
     def __init__(self, stall_limit: float, stopping: threading.Event) -> None:
         self.stall_limit = stall_limit
         self.stopping = stopping
-        self.coordinator: Any = None
+        self.coordinator: Coordinator | None = None
         self.last_step = time.monotonic()
 
     def beat(self) -> float:
@@ -148,12 +150,21 @@ class LoopHealth:
         return age < self.stall_limit, f"last loop step {age:.1f} s ago"
 
     def ready(self) -> tuple[bool, str]:
-        """Joined, and not paused by a ZooKeeper outage."""
+        """Joined, not paused by a ZooKeeper outage, and the loop stepping.
+
+        `connected` is kazoo's own connection state, so an outage shows here at once;
+        `paused` follows only when the loop next polls the coordinator.
+        """
         coordinator = self.coordinator
         if coordinator is None or self.stopping.is_set():
             return False, "not running"
         if coordinator.paused:
             return False, "paused: ZooKeeper is unreachable"
+        if not coordinator.connected:
+            return False, "ZooKeeper connection down"
+        alive, why = self.alive()
+        if not alive:
+            return False, f"loop stalled: {why}"
         state = str(coordinator.state)
         return state in ("balancing", "stable"), f"coordinator {state}"
 
@@ -220,3 +231,39 @@ def _handler(metrics: NodeMetrics, alive: Probe, ready: Probe) -> type[BaseHTTPR
             """Scrapes are not worth a log line each."""
 
     return Handler
+
+
+# -- handovers (issue 13): counted as they happen, on the loop thread -----------------
+
+
+@dataclass(frozen=True)
+class HandoverMetrics:
+    """Records replayed on resume, and handovers written, used and refused (with the reason)."""
+
+    records_replayed: Any
+    handovers: Any
+
+    @classmethod
+    def register(cls, metrics: NodeMetrics) -> HandoverMetrics:
+        """Add the counters to the node's registry."""
+        from prometheus_client import Counter
+
+        replayed = Counter(
+            f"{_PREFIX}_records_replayed",
+            "Records a resumed stream re-reads before new ones (0 after a handover)",
+            labelnames=["node"],
+            registry=metrics.registry,
+        )
+        handovers = Counter(
+            f"{_PREFIX}_handovers",
+            "Handovers by outcome: written, used, or why the next owner replayed instead",
+            labelnames=["node", "outcome"],
+            registry=metrics.registry,
+        )
+        return cls(replayed.labels(metrics.node), handovers)
+
+    def count(self, node: str, outcome: str, replayed: int = 0) -> None:
+        """One handover outcome, and the records the resume replays."""
+        self.handovers.labels(node, outcome).inc()
+        if replayed:
+            self.records_replayed.inc(replayed)

@@ -37,11 +37,12 @@ from framework.errors import ConfigError, SessionizerError
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.errors import NodeCrashed, PositionOutOfRange
+from framework.node.handover import NodeHandover
 from framework.node.loader import load_processor
-from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
+from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, RecordSource
-from framework.node.stats import NodeStats, metrics_snapshot
+from framework.node.stats import NodeStats, load_counts, metrics_snapshot
 from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
 from state.errors import (
@@ -87,6 +88,9 @@ class Node:
         self._health = LoopHealth(config.stall_limit, self._stop)
         self._last_publish = 0.0
         self._metrics_port = 0
+        self.handover = NodeHandover(None, config.node_id, self._log, None)
+        self._busy_seconds = 0.0  # time spent consuming records, for the published loads
+        self._last_load_report = 0.0
 
     @property
     def metrics_port(self) -> int:
@@ -112,6 +116,14 @@ class Node:
             self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
             self._coordinator = self._health.coordinator = parts.coordinator(self)
             self._serve_metrics(stack)
+            metrics = HandoverMetrics.register(self.metrics) if self.metrics else None
+            self.handover = NodeHandover(
+                parts.handover,
+                self.config.node_id,
+                self._log,
+                metrics,
+                enabled=self.config.handover,
+            )
             self._coordinator.start()
             self._log.info("node_started", app=self.config.connection.app)
             try:
@@ -194,13 +206,18 @@ class Node:
         idle = not self._tasks or coordinator.paused
         coordinator.poll(timeout=self.config.poll_timeout if idle else 0.0)
         if not coordinator.paused and self._tasks:
+            started = time.monotonic()
             self._consume()
+            self._busy_seconds += time.monotonic() - started
             if time.monotonic() - self._last_commit >= self.config.commit_interval:
                 self._commit(list(self._tasks))
         self.stats.maybe_report(self._log, self._tasks, self._source, self.config.stats_interval)
         now = self._health.beat()
         if self.metrics is not None and now - self._last_publish >= 1.0:
             self._publish()
+        if now - self._last_load_report >= 1.0:  # each stream's load, for --balance load
+            coordinator.report_load(load_counts(self._tasks), self._busy_seconds)
+            self._last_load_report = now
 
     def _publish(self) -> None:
         assert self.metrics is not None and self._out is not None
@@ -319,6 +336,7 @@ class Node:
         assert self._store is not None and self._coordinator is not None
         self.stats.rebalances += 1
         resumed: dict[str, StreamTask] = {}
+        self.handover.start_batch()
         for lease in leases:
             try:
                 state = self._store.load(lease.stream, lease.epoch)
@@ -329,15 +347,8 @@ class Node:
                 self._log.warning("stream_load_failed", stream=lease.stream, error=str(exc))
                 self._coordinator.report_fenced(lease.stream)
                 continue
-            resumed[lease.stream] = StreamTask.resume(self.processor, state)
-            self._log.info(
-                "stream_resumed",
-                stream=lease.stream,
-                epoch=lease.epoch,
-                offset=state.safe_offset,
-                committed_offset=state.committed_offset,
-                ignored=len(state.ignore),
-            )
+            # From the previous owner's handover when it left one that fits, else by replay.
+            resumed[lease.stream] = self.handover.resume(self.processor, state, lease.epoch).task
         self._tasks.update(resumed)
         self._check_positions(resumed)
         self._reassign()
@@ -348,6 +359,9 @@ class Node:
         assert self._coordinator is not None
         if not self._coordinator.paused:
             self._commit([s for s in streams if s in self._tasks])
+            assert self._store is not None
+            # Committed: hand each engine to the next owner before the claim goes.
+            self.handover.give([self._tasks[s] for s in streams if s in self._tasks], self._store)
         self._drop(streams)
 
     def on_lost(self, streams: Sequence[str]) -> None:

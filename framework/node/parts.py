@@ -27,8 +27,12 @@ from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
 from framework.transport import resolve_transport
 from framework.zookeeper import zookeeper_client
 from router.naming import deadletter_topic, sessions_topic
+from router.provisioning import handover_topic
 from sessionizer.kafka_sink import KafkaSink
 from sessionizer.sinks import SessionSink
+from state.handover import HandoverStore
+from state.handover_kafka import ConfluentHandoverLog, KafkaPythonHandoverLog
+from state.handover_zookeeper import ZooKeeperPointers
 from state.store import FencedStateStore, StateStore
 from state.zookeeper_store import ZooKeeperRecords
 
@@ -48,6 +52,8 @@ class NodeParts:
     sink: SessionSink
     store: StateStore
     coordinator: CoordinatorFactory
+    handover: HandoverStore | None = None
+    """Where planned moves hand a stream's engine over (None: every move replays)."""
 
 
 @contextmanager
@@ -66,6 +72,10 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
         stack.callback(source.close)
         sink = _kafka(config, lambda: _sink(config, f"{client_id}-sink"))
         stack.callback(sink.close)
+        handover_log = _handover_log(config, client_id)
+        stack.callback(handover_log.close)
+        pointers = ZooKeeperPointers(client, connection.paths.active_streams)
+        handover = HandoverStore(handover_log, pointers)
         balancer_config = BalancerConfig(
             zk_hosts=connection.zk,
             app=connection.app,
@@ -73,12 +83,15 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             namespace=connection.namespace,
             session_timeout=config.session_timeout,
             zk_auth=connection.zk_auth,
+            balance=config.balance,
+            load_tolerance=config.balance_tolerance,
+            load_interval=config.balance_interval,
         )
 
         def coordinator(listener: BalancerListener) -> Coordinator:
             return Balancer(balancer_config, listener, client=client)
 
-        yield NodeParts(source, sink, store, coordinator)
+        yield NodeParts(source, sink, store, coordinator, handover)
 
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:
@@ -120,6 +133,18 @@ def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
         delivery_timeout=timeout,
         max_message_bytes=largest,
     )
+
+
+def _handover_log(
+    config: NodeConfig, client_id: str
+) -> KafkaPythonHandoverLog | ConfluentHandoverLog:
+    """The handover topic through the node's Kafka client (its producer opens at first use)."""
+    connection = config.connection
+    args = (connection.bootstrap, handover_topic(connection.app))
+    properties = connection.kafka_config
+    if resolve_transport(connection.kafka_client) == "confluent":
+        return ConfluentHandoverLog(*args, client_id=client_id, properties=properties)
+    return KafkaPythonHandoverLog(*args, client_id=client_id, properties=properties)
 
 
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:

@@ -71,6 +71,14 @@ class RecordSource(Protocol):
         """Return each stream's (log start offset, log end offset); raise if unknown now."""
         ...
 
+    def ends(self, streams: Sequence[str]) -> Mapping[str, int]:
+        """Each stream's log end as the consumer last saw it; no request, never blocks.
+
+        Streams not fetched yet are left out. For figures asked every second (`/metrics`),
+        which must not wait behind the fetch's long poll once per stream.
+        """
+        ...
+
     def close(self) -> None:
         """Release the client."""
         ...
@@ -112,6 +120,14 @@ class Coordinator(Protocol):
 
     def report_fenced(self, stream: str) -> None:
         """A commit of `stream` was fenced or is uncertain: forget the stream and rebalance."""
+        ...
+
+    def report_load(self, fragments: Mapping[str, int], busy_seconds: float) -> None:
+        """Cumulative fragments per owned stream (not replaying) and the loop's busy seconds.
+
+        Called from the node's loop about once a second; the coordinator turns it into
+        each stream's recent load and publishes it (`--balance load` plans with it).
+        """
         ...
 
     def quarantine(self, stream: str, reason: str) -> None:

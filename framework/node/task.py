@@ -99,7 +99,9 @@ class StreamTask:
             ]
         # The decoded parts go straight to the engine: no second record object.
         if isinstance(item, Watermark):
-            produced = self.engine.process_watermark(record.offset, item.timestamp_ms, item.end)
+            produced = self.engine.process_watermark(
+                record.offset, item.timestamp_ms, item.end, item.producer, item.marker
+            )
         else:
             produced = self.engine.process_fragment(
                 record.offset, item.key, item.timestamp_ms, item.fields

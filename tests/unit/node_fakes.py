@@ -79,6 +79,10 @@ class FakeLog:
         """(start, end) of each stream."""
         return {s: (self.start[s], len(self.streams[s])) for s in streams}
 
+    def ends(self, streams: Sequence[str]) -> dict[str, int]:
+        """The end of each assigned stream (what a consumer's fetches would have seen)."""
+        return {s: len(self.streams[s]) for s in streams if s in self.positions}
+
     def caught_up(self) -> bool:
         """Every assigned stream has been read to its end."""
         return all(p == len(self.streams[s]) for s, p in self.positions.items())
@@ -157,6 +161,7 @@ class FakeCoordinator:
         self.state = BalancerState.STOPPED
         self.polls = 0
         self.on_poll: Callable[[FakeCoordinator], None] | None = None
+        self.load_reports: list[tuple[dict[str, int], float]] = []
 
     @property
     def connected(self) -> bool:
@@ -206,6 +211,10 @@ class FakeCoordinator:
         """Remember the quarantine."""
         self.quarantined[stream] = reason
         self.held.discard(stream)
+
+    def report_load(self, fragments: Mapping[str, int], busy_seconds: float) -> None:
+        """Remember what the node reported."""
+        self.load_reports.append((dict(fragments), busy_seconds))
 
 
 def traffic_log(

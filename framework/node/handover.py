@@ -1,0 +1,195 @@
+"""`NodeHandover`: a node's side of handovers on planned moves (docs/nodes.md, "Planned moves").
+
+Giving (`give`, from `Node.on_revoked`, after the release's commit): a stream
+whose engine is exactly at its last commit is exported, written to the
+handover log (acknowledged), then its pointer; the claim is released after.
+Taking (`resume`, from `Node.on_assigned`, after the state is loaded): the
+record is used only if its pointer matches the loaded epoch and committed
+offset, its bytes match the pointer, and the restored engine agrees with the
+loaded state; then reading starts at the committed offset.  Anything else
+replays from the safe offset, as after a crash, with the reason logged and
+counted.  Everything runs on the loop thread; a batch of reads shares one
+deadline, so assigning many streams while Kafka is slow costs at most one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from framework.node.metrics import HandoverMetrics
+from framework.node.task import StreamTask
+from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
+from sessionizer.processor import StreamProcessor
+from state.errors import StateError
+from state.handover import HandoverMissing, HandoverRecord, HandoverStore
+from state.record import StreamState
+from state.store import FencedStateStore, StateStore
+
+__all__ = ["NodeHandover", "Resumption"]
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """How a stream is resumed: its task, whether a handover was used, and why not."""
+
+    task: StreamTask
+    handover: bool
+    reason: str | None
+    """Why no handover was used (None when one was)."""
+
+    @property
+    def replay(self) -> int:
+        """Records the task re-reads before new ones (offsets are dense in a stream topic)."""
+        return self.task.resumed_from - self.task.position
+
+
+class NodeHandover:
+    """Writes handovers on planned releases and uses them on assignment."""
+
+    def __init__(
+        self,
+        store: HandoverStore | None,
+        node: str,
+        log: Any,
+        metrics: HandoverMetrics | None,
+        *,
+        enabled: bool = True,
+    ) -> None:
+        self.store = store
+        self.enabled = enabled
+        """False (`--handover off`): never write nor use a record; every move replays."""
+        self.node = node
+        self.log = log
+        self.metrics = metrics
+        self.counts: Counter[str] = Counter()
+        """Outcomes so far: written, used, or the reason a stream replayed."""
+        self.replayed = 0
+        """Records this node's resumed streams had to re-read."""
+        self._warned = False
+        self._deadline = 0.0
+
+    # -- giving ------------------------------------------------------------------
+
+    def give(self, tasks: Sequence[StreamTask], store: StateStore) -> None:
+        """Hand over each task whose engine is exactly at its last commit (after the commit)."""
+        if self.store is None or not self.enabled or not isinstance(store, FencedStateStore):
+            return
+        # One deadline for the whole release: a shutdown stays bounded whatever Kafka does.
+        self.start_batch()
+        for task in tasks:
+            version = store.version(task.stream)
+            if version is None or task.replaying or task.unsent:
+                continue  # not committed here, or output still held: the next owner replays
+            if task.snapshot() != task.committed:
+                continue  # the engine moved past the last commit (its commit failed)
+            if task.committed.safe_offset >= task.committed.committed_offset:
+                continue  # nothing to replay: the next owner needs no handover
+            self._give(task, version + 1)
+
+    def _give(self, task: StreamTask, next_epoch: int) -> None:
+        assert self.store is not None
+        try:
+            engine = export_engine(task.engine)
+        except HandoverUnavailable as exc:
+            self._count("undumpable")
+            if not self._warned:  # once per node: it is the processor, not the stream
+                self._warned = True
+                self.log.warning("handover_unavailable", stream=task.stream, reason=exc.reason)
+            return
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            self._count("write_failed")
+            self.log.warning("handover_failed", stream=task.stream, error="no time left")
+            return
+        record = HandoverRecord(task.stream, next_epoch, task.position, engine)
+        try:
+            pointer = self.store.put(record, timeout=left)
+        except StateError as exc:
+            self._count("write_failed")
+            self.log.warning("handover_failed", stream=task.stream, error=str(exc))
+            return
+        self._count("written")
+        self.log.info(
+            "handover_written",
+            stream=task.stream,
+            epoch=next_epoch,
+            committed_offset=task.position,
+            bytes=pointer.size,
+            record_offset=pointer.offset,
+        )
+
+    # -- taking ------------------------------------------------------------------
+
+    def start_batch(self) -> None:
+        """Start the deadline the reads of one assignment (or the writes of a release) share."""
+        timeout = self.store.timeout if self.store is not None else 0.0
+        self._deadline = time.monotonic() + timeout
+
+    def resume(self, processor: StreamProcessor[Any], state: StreamState, epoch: int) -> Resumption:
+        """The task for a stream just loaded at `epoch`: from its handover if it has a good one."""
+        resumption = self._resume(processor, state, epoch)
+        replay = resumption.replay
+        self.replayed += replay
+        self._count("used" if resumption.handover else _outcome(resumption.reason), replay)
+        self.log.info(
+            "stream_resumed",
+            stream=state.stream,
+            epoch=epoch,
+            offset=resumption.task.position,
+            committed_offset=state.committed_offset,
+            safe_offset=state.safe_offset,
+            ignored=len(state.ignore),
+            handover=resumption.handover,
+            replay=replay,
+            reason=resumption.reason,
+        )
+        self._note(state.stream, resumption)
+        return resumption
+
+    def _resume(
+        self, processor: StreamProcessor[Any], state: StreamState, epoch: int
+    ) -> Resumption:
+        def replay(reason: str) -> Resumption:
+            return Resumption(StreamTask.resume(processor, state), False, reason)
+
+        if self.store is None:
+            return replay("disabled: no handover store")
+        if not self.enabled:
+            return replay("disabled: --handover off")
+        if state.safe_offset >= state.committed_offset:
+            return replay("none needed: nothing to replay")
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return replay("timeout: this assignment's handover reads took too long")
+        try:
+            record = self.store.fetch(state.stream, epoch, state.committed_offset, timeout=left)
+            engine = restore_engine(processor, state, record.engine)
+        except HandoverMissing as exc:
+            return replay(f"{exc.reason}: {exc.detail}")
+        except HandoverUnavailable as exc:
+            return replay(f"refused: {exc.reason}")
+        task = StreamTask(state.stream, engine, position=state.committed_offset, committed=state)
+        return Resumption(task, True, None)
+
+    def _note(self, stream: str, resumption: Resumption) -> None:
+        if self.store is None:
+            return
+        note = {"node": self.node, "handover": resumption.handover, "replayed": resumption.replay}
+        try:
+            self.store.pointers.resumed(stream, note)
+        except StateError as exc:
+            self.log.warning("resume_note_failed", stream=stream, error=str(exc))
+
+    def _count(self, outcome: str, replayed: int = 0) -> None:
+        self.counts[outcome] += 1
+        if self.metrics is not None:
+            self.metrics.count(self.node, outcome, replayed)
+
+
+def _outcome(reason: str | None) -> str:
+    """The metric label of a reason: its first word (missing, stale, corrupt, refused, ...)."""
+    return (reason or "unknown").split(":", 1)[0].replace(" ", "_")

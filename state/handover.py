@@ -1,0 +1,289 @@
+"""Handover records: an engine's state for the next owner, where it is stored and how it is found.
+
+A *handover record* (`HandoverRecord`) carries one stream's engine state
+(opaque bytes, `sessionizer.handover.export_engine`), tied to the stream, the
+epoch the next owner must hold and the committed offset it must have loaded.
+It is stored in a compacted `<app>.handover` topic keyed by stream
+(`HandoverLog`, `state.handover_kafka`), and a *pointer* (`HandoverPointer`:
+epoch, committed offset, the record's topic offset, size and checksum) is
+written beside the stream in ZooKeeper (`active_streams/<stream>`, key
+`"handover"` of its JSON data), after the record is acknowledged and before
+the claim is released.
+
+Record layout: one marker byte (`0x00` plain, `0x01` zlib) and a msgpack map
+`{"v", "stream", "epoch", "committed", "engine"}`.  `HandoverStore.fetch`
+returns a record only if the pointer matches what the caller loaded and the
+bytes match the pointer's size and checksum; anything else raises
+`HandoverMissing` with the reason, and the caller replays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
+
+import msgpack
+
+from state.errors import StateError
+
+__all__ = [
+    "RECORD_VERSION",
+    "HandoverLog",
+    "HandoverMissing",
+    "HandoverPointer",
+    "HandoverPointers",
+    "HandoverRecord",
+    "HandoverStore",
+    "MemoryHandoverLog",
+    "MemoryPointers",
+    "checksum",
+]
+
+RECORD_VERSION: Final = 1
+MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
+"""The largest handover body, inflated, that `decode` accepts (a bound against zlib bombs)."""
+_COMPRESS_ABOVE: Final = 4096
+_PLAIN: Final = 0x00
+_ZLIB: Final = 0x01
+
+Reason = Literal["missing", "stale", "corrupt", "unreadable"]
+
+
+class HandoverMissing(StateError):
+    """No usable handover record for the stream: it replays from its safe offset."""
+
+    def __init__(self, stream: str, reason: Reason, detail: str) -> None:
+        self.stream = stream
+        self.reason: Reason = reason
+        self.detail = detail
+        super().__init__(f"stream {stream}: handover {reason} ({detail}); replaying instead")
+
+
+def checksum(data: bytes) -> str:
+    """BLAKE2b-128 of the record bytes, hex: what the pointer holds."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class HandoverRecord:
+    """One stream's engine state, valid for the owner at `epoch` that loaded `committed_offset`."""
+
+    stream: str
+    epoch: int
+    """The epoch the next owner must hold: the state record's version after the last commit,
+    plus one (its take bumps it)."""
+    committed_offset: int
+    engine: bytes
+    version: int = RECORD_VERSION
+
+    def encode(self) -> bytes:
+        """Return the record's bytes (zlib-compressed when large)."""
+        body: bytes = msgpack.packb(
+            {
+                "v": self.version,
+                "stream": self.stream,
+                "epoch": self.epoch,
+                "committed": self.committed_offset,
+                "engine": self.engine,
+            },
+            use_bin_type=True,
+        )
+        if len(body) > _COMPRESS_ABOVE:
+            return bytes([_ZLIB]) + zlib.compress(body, 1)
+        return bytes([_PLAIN]) + body
+
+    @classmethod
+    def decode(cls, data: bytes, *, stream: str) -> HandoverRecord:
+        """Parse a record; raise `HandoverMissing("corrupt")` for anything else."""
+        try:
+            body = data[1:]
+            if data[:1] == bytes([_ZLIB]):
+                inflater = zlib.decompressobj()
+                body = inflater.decompress(body, MAX_RECORD_BYTES)
+                if inflater.unconsumed_tail:
+                    raise ValueError(f"inflates past {MAX_RECORD_BYTES} bytes")
+            elif data[:1] != bytes([_PLAIN]):
+                raise ValueError(f"unknown marker {data[:1]!r}")
+            fields = msgpack.unpackb(body, raw=False)
+            record = cls(
+                fields["stream"],
+                fields["epoch"],
+                fields["committed"],
+                fields["engine"],
+                fields["v"],
+            )
+        except (ValueError, KeyError, TypeError, zlib.error, msgpack.UnpackException) as exc:
+            raise HandoverMissing(stream, "corrupt", f"undecodable record: {exc!r}") from exc
+        if record.version != RECORD_VERSION or record.stream != stream:
+            raise HandoverMissing(
+                stream, "corrupt", f"record v{record.version} of stream {record.stream!r}"
+            )
+        if not isinstance(record.engine, bytes):
+            raise HandoverMissing(stream, "corrupt", "engine state is not bytes")
+        return record
+
+
+@dataclass(frozen=True)
+class HandoverPointer:
+    """Where a stream's latest handover record is, and what it is for."""
+
+    epoch: int
+    committed_offset: int
+    offset: int
+    """The record's offset in the handover topic."""
+    size: int
+    checksum: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The pointer as stored (a JSON object)."""
+        return {
+            "epoch": self.epoch,
+            "committed": self.committed_offset,
+            "offset": self.offset,
+            "size": self.size,
+            "checksum": self.checksum,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> HandoverPointer | None:
+        """The pointer from its JSON object; None if it is absent or not one."""
+        try:
+            pointer = cls(
+                int(value["epoch"]),
+                int(value["committed"]),
+                int(value["offset"]),
+                int(value["size"]),
+                str(value["checksum"]),
+            )
+        except (TypeError, KeyError, ValueError):
+            return None
+        return pointer
+
+
+class HandoverLog(Protocol):
+    """Where the records are (the `<app>.handover` topic, keyed by stream)."""
+
+    def write(self, stream: str, data: bytes, timeout: float) -> int:
+        """Store a record; return its offset once it is durably acknowledged (else raise)."""
+        ...
+
+    def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
+        """The record at `offset` if it is the stream's (None: gone or another's)."""
+        ...
+
+
+class HandoverPointers(Protocol):
+    """Where the pointers are (beside the stream's registration in ZooKeeper)."""
+
+    def write(self, stream: str, pointer: HandoverPointer) -> None:
+        """Store the stream's pointer, replacing the previous one."""
+        ...
+
+    def read(self, stream: str) -> HandoverPointer | None:
+        """The stream's pointer, if any."""
+        ...
+
+    def resumed(self, stream: str, note: dict[str, Any]) -> None:
+        """Record how the stream was last resumed (`sessionizer status` shows it)."""
+        ...
+
+
+class HandoverStore:
+    """Records in a `HandoverLog`, pointers in `HandoverPointers`: what the node uses."""
+
+    def __init__(
+        self, log: HandoverLog, pointers: HandoverPointers, *, timeout: float = 5.0
+    ) -> None:
+        self.log = log
+        self.pointers = pointers
+        self.timeout = timeout
+        """Longest wait for the record's acknowledgement, or for reading it back."""
+
+    def put(self, record: HandoverRecord, *, timeout: float | None = None) -> HandoverPointer:
+        """Write the record, then (acknowledged) the pointer; return the pointer."""
+        data = record.encode()
+        offset = self.log.write(record.stream, data, self.timeout if timeout is None else timeout)
+        pointer = HandoverPointer(
+            record.epoch, record.committed_offset, offset, len(data), checksum(data)
+        )
+        self.pointers.write(record.stream, pointer)
+        return pointer
+
+    def fetch(
+        self, stream: str, epoch: int, committed_offset: int, *, timeout: float | None = None
+    ) -> HandoverRecord:
+        """The record for the owner at `epoch` that loaded `committed_offset`, checked.
+
+        Raise `HandoverMissing` when there is none, it is for another epoch or
+        offset, it cannot be read in time, or its bytes do not match the pointer.
+        """
+        try:
+            pointer = self.pointers.read(stream)
+        except StateError as exc:
+            raise HandoverMissing(stream, "unreadable", f"pointer: {exc}") from exc
+        if pointer is None:
+            raise HandoverMissing(stream, "missing", "no pointer")
+        if (pointer.epoch, pointer.committed_offset) != (epoch, committed_offset):
+            found = f"epoch {pointer.epoch}, committed offset {pointer.committed_offset}"
+            wanted = f"epoch {epoch}, committed offset {committed_offset}"
+            raise HandoverMissing(stream, "stale", f"pointer is for {found}, not {wanted}")
+        try:
+            data = self.log.read(
+                stream, pointer.offset, self.timeout if timeout is None else timeout
+            )
+        except StateError as exc:
+            raise HandoverMissing(stream, "unreadable", str(exc)) from exc
+        if data is None:
+            raise HandoverMissing(stream, "missing", f"no record at offset {pointer.offset}")
+        if len(data) != pointer.size or checksum(data) != pointer.checksum:
+            raise HandoverMissing(stream, "corrupt", "record does not match the pointer's checksum")
+        record = HandoverRecord.decode(data, stream=stream)
+        if (record.epoch, record.committed_offset) != (epoch, committed_offset):
+            raise HandoverMissing(stream, "stale", "record is for another epoch or offset")
+        return record
+
+
+class MemoryHandoverLog:
+    """An in-memory `HandoverLog` (tests): one append-only list, like a topic partition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.records: list[tuple[str, bytes]] = []
+
+    def write(self, stream: str, data: bytes, timeout: float) -> int:
+        """Append; return the offset."""
+        with self._lock:
+            self.records.append((stream, data))
+            return len(self.records) - 1
+
+    def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
+        """The record at `offset` if it is the stream's."""
+        with self._lock:
+            if not 0 <= offset < len(self.records) or self.records[offset][0] != stream:
+                return None
+            return self.records[offset][1]
+
+
+class MemoryPointers:
+    """In-memory `HandoverPointers` (tests)."""
+
+    def __init__(self) -> None:
+        self.pointers: dict[str, str] = {}
+        self.notes: dict[str, dict[str, Any]] = {}
+
+    def write(self, stream: str, pointer: HandoverPointer) -> None:
+        """Store the pointer (as the JSON text ZooKeeper would hold)."""
+        self.pointers[stream] = json.dumps(pointer.to_json())
+
+    def read(self, stream: str) -> HandoverPointer | None:
+        """The stream's pointer, if any."""
+        text = self.pointers.get(stream)
+        return None if text is None else HandoverPointer.from_json(json.loads(text))
+
+    def resumed(self, stream: str, note: dict[str, Any]) -> None:
+        """Keep the note."""
+        self.notes[stream] = dict(note)
