@@ -4,6 +4,12 @@ The client is `ProducerConfig.transport` (`auto`, the default, takes confluent-k
 when it is installed; `kafka-python` is the reference): `router.producer_transport`
 and `router.confluent_producer`. Routing, encoding (`router.wire`), the watermark
 policy (`router.watermarks`) and the counters are the same for both.
+
+With `ProducerConfig.producer_id` the producer names itself in its watermarks and
+writes a `joined` marker to every stream when it starts; with a
+`router.producer_registry.ProducerRegistry` it also registers in ZooKeeper and
+declares producers that died without ending `left` (docs/routing.md, "Several
+producers").
 """
 
 from __future__ import annotations
@@ -14,17 +20,21 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, NamedTuple
 
+import structlog
 from kafka import KafkaProducer
 
 from framework.kafka_settings import kafka_python_settings
+from framework.limits import MAX_EVENT_TIME_MS
 from framework.transport import KAFKA_CLIENTS, KafkaClient
+from framework.watermark import JOINED, LEFT, Marker
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
+from router.producer_registry import ProducerRegistry
 from router.producer_transport import open_transport
 from router.watermarks import WatermarkPolicy
-from router.wire import Watermark, encode_fragment, encode_watermark
+from router.wire import Watermark, encode_fragment, encode_watermark, producer_problem
 
 __all__ = [
     "DEFAULT_WATERMARK_INTERVAL_MS",
@@ -35,10 +45,12 @@ __all__ = [
     "StreamProducer",
 ]
 
+_log = structlog.get_logger("sessionizer.producer")
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
 DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
 """No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
 _ROUTE_CACHE_SIZE = 1 << 17  # session keys whose stream is remembered (cleared when full)
+_POLL_EVERY = 256  # fragments between looks at the producer registry (itself throttled)
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,9 @@ class ProducerConfig:
     """Extra Kafka client properties by their standard names (security settings...)."""
     transport: KafkaClient = "auto"
     """`auto` (confluent-kafka when importable), `confluent` or `kafka-python`."""
+    producer_id: str | None = None
+    """Names this producer in its watermarks, so that several can write one stream (None:
+    the anonymous producer of a stream with one producer)."""
 
     def __post_init__(self) -> None:
         if self.num_streams < 1:
@@ -67,6 +82,8 @@ class ProducerConfig:
             raise ValueError("watermark_interval_ms must be >= 1")
         if self.transport not in KAFKA_CLIENTS:
             raise ValueError(f"transport must be one of {KAFKA_CLIENTS}, got {self.transport!r}")
+        if self.producer_id is not None and (problem := producer_problem(self.producer_id)):
+            raise ValueError(problem)
 
     def kafka_settings(self) -> dict[str, object]:
         """The `KafkaProducer` settings this config stands for (the benchmark reuses them)."""
@@ -142,13 +159,25 @@ class StreamProducer:
     not wait for it one topic at a time.
     """
 
-    def __init__(self, config: ProducerConfig, *, verify: bool = True) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        *,
+        verify: bool = True,
+        registry: ProducerRegistry | None = None,
+    ) -> None:
         self.config = config
         self.stats = ProducerStats()
         topics = [stream_name(config.app, i) for i in range(config.num_streams)]
-        self._policy = WatermarkPolicy(config.num_streams, config.watermark_interval_ms)
+        named = config.producer_id is not None
+        self._policy = WatermarkPolicy(
+            config.num_streams, config.watermark_interval_ms, announce_start=named
+        )
         self._routes: dict[str, int] = {}
         self._unsettled = 0  # fragments sent since the last flush
+        self._registry = registry if named else None
+        self._countdown = _POLL_EVERY
+        self._done = False  # a named producer wrote its end of input or its own `left`
         self._transport = open_transport(config, topics)
         try:
             self._transport.prepare(verify=verify)
@@ -157,6 +186,12 @@ class StreamProducer:
             raise
         self._send = self._transport.send
         self._observe = self._policy.fragment  # -> the streams to watermark now
+        if named:
+            try:
+                self._join()
+            except BaseException:
+                self._transport.close(timeout=0)
+                raise
 
     def encode(self, fragment: ParsedFragment) -> EncodedFragment:
         """Route and encode a fragment; raises `MalformedLine("unencodable")`."""
@@ -175,6 +210,10 @@ class StreamProducer:
         lagging = self._observe(stream, timestamp)
         if lagging:
             self.send_watermark(self._policy.clock_ms, streams=lagging)
+        if self._registry is not None:
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self._check_producers()
 
     def send_encoded(self, fragment: EncodedFragment) -> None:
         """Send a fragment `encode` prepared."""
@@ -184,12 +223,26 @@ class StreamProducer:
         lagging = self._observe(stream, timestamp)
         if lagging:
             self.send_watermark(self._policy.clock_ms, streams=lagging)
+        if self._registry is not None:
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self._check_producers()
 
     def send_watermark(
-        self, timestamp_ms: int, *, end: bool = False, streams: Iterable[int] | None = None
+        self,
+        timestamp_ms: int,
+        *,
+        end: bool = False,
+        streams: Iterable[int] | None = None,
+        producer: str | None = None,
+        marker: Marker | None = None,
     ) -> None:
-        """Write a watermark record to the given streams (default: every stream)."""
-        value, headers = encode_watermark(Watermark(timestamp_ms, end))
+        """Write a watermark record to the given streams (default: every stream).
+
+        It names this producer, or `producer` (a `left` marker names the dead one).
+        """
+        named = producer if producer is not None else self.config.producer_id
+        value, headers = encode_watermark(Watermark(timestamp_ms, end, None, named, marker))
         send = self._send
         targets = range(self.config.num_streams) if streams is None else streams
         for stream in targets:
@@ -197,9 +250,23 @@ class StreamProducer:
             self.stats.watermarks += 1
 
     def end_of_input(self) -> None:
-        """Mark the end of bounded input on every stream and wait for delivery."""
+        """Mark the end of bounded input on every stream and wait for delivery.
+
+        With several producers, a stream's input ends when every live producer of it ended.
+        """
         self.send_watermark(max(self._policy.clock_ms, 0), end=True)
+        self._done = True
         self.flush()
+        if self._registry is not None:
+            self._registry.publish(self._clock(), ended=True)
+
+    def declare_left(self, producer_id: str, clock_ms: int, streams: Iterable[str]) -> None:
+        """Write a `left` marker for a producer that died without ending, to its streams."""
+        indices = {stream_name(self.config.app, i): i for i in range(self.config.num_streams)}
+        targets = sorted({indices[name] for name in streams if name in indices})
+        clock = min(max(clock_ms, 0), MAX_EVENT_TIME_MS)
+        self.send_watermark(clock, streams=targets, producer=producer_id, marker=LEFT)
+        _log.warning("producer_declared_left", producer=producer_id, streams=len(targets))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record is acknowledged; raise `ProduceFailed` if any failed."""
@@ -210,11 +277,22 @@ class StreamProducer:
             raise ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
 
     def close(self) -> None:
-        """Flush and close the underlying producer."""
+        """Flush and close the underlying producer (and leave the registry).
+
+        A named producer that did not end its input writes a `left` marker for itself
+        first: its streams stop waiting for it, and their input goes on.
+        """
         try:
+            if self.config.producer_id is not None and not self._done:
+                self._done = True
+                self.send_watermark(max(self._policy.clock_ms, 0), marker=LEFT)
+                if self._registry is not None:
+                    self._registry.publish(self._clock(), left=True)
             self.flush()
         finally:
             self._transport.close()
+            if self._registry is not None:
+                self._registry.close()
 
     def __enter__(self) -> StreamProducer:
         return self
@@ -229,6 +307,36 @@ class StreamProducer:
             self.close()
         else:
             self._transport.close(timeout=5)
+            if self._registry is not None:
+                self._registry.close()  # the znode goes; survivors declare us left
+
+    def _join(self) -> None:
+        """Register (if a registry is given), then write our `joined` marker to every stream."""
+        if self._registry is not None:
+            self._registry.register()
+            self._check_producers()
+        self.send_watermark(max(self._policy.clock_ms, 0), marker=JOINED)
+        self.flush()
+        if self._registry is not None:
+            self._registry.joined()
+
+    def _check_producers(self) -> None:
+        """Look at the registry: peers change the watermark policy; the dead get `left`."""
+        registry = self._registry
+        assert registry is not None
+        self._countdown = _POLL_EVERY
+        seen = registry.poll()
+        # Alone, a fragment moves a stream's time; with peers only our watermarks move
+        # our clock on a stream, so every stream gets one per interval.
+        self._policy.fragments_count = not seen.peers
+        for gone in seen.gone:
+            self.declare_left(gone.producer_id, gone.clock_ms, gone.streams)
+        if seen.rejoin:
+            self.send_watermark(max(self._policy.clock_ms, 0), marker=JOINED)
+        registry.publish(self._clock())
+
+    def _clock(self) -> int | None:
+        return self._policy.clock_ms if self._policy.clock_ms >= 0 else None
 
     def _route(self, key: str) -> int:
         """The key's stream, remembered: a session's fragments come in runs of the same key."""

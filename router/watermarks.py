@@ -10,6 +10,13 @@ idle stream gets exactly one per interval. It reads no wall clock: the same
 input always gives the same watermarks at the same places, so a replay is
 identical.
 
+With other producers writing the same streams (docs/routing.md, "Several
+producers"), a stream's time as a node sees it for *this* producer moves only with
+this producer's watermarks (fragments carry no producer id), so the producer sets
+`fragments_count = False`: every stream then gets a watermark once per interval of
+event time, busy or not.  `announce_start` sends one to every stream at the first
+event time, so that the streams learn the producer's clock at once.
+
 Cost: one comparison per fragment, plus a heap operation per stream and interval
 of event time (the streams' deadlines are kept in a heap ordered by when each
 would fall behind).
@@ -28,9 +35,16 @@ _NONE: Sequence[int] = ()
 class WatermarkPolicy:
     """Feed it every fragment's (stream, event time); it names the streams that lag."""
 
-    __slots__ = ("_deadlines", "_interval", "_latest", "clock_ms")
+    __slots__ = (
+        "_deadlines",
+        "_interval",
+        "_latest",
+        "announce_start",
+        "clock_ms",
+        "fragments_count",
+    )
 
-    def __init__(self, num_streams: int, interval_ms: int) -> None:
+    def __init__(self, num_streams: int, interval_ms: int, *, announce_start: bool = False) -> None:
         if num_streams < 1:
             raise ValueError(f"num_streams must be >= 1, got {num_streams}")
         if interval_ms < 1:
@@ -40,6 +54,10 @@ class WatermarkPolicy:
         """The producer's clock: the largest event time seen (-1 before the first)."""
         self._latest = [-1] * num_streams  # each stream's time: its latest record
         self._deadlines: list[tuple[int, int]] = []  # (time the stream would fall behind, stream)
+        self.fragments_count = True
+        """A fragment counts as its stream's time (False: only watermarks do)."""
+        self.announce_start = announce_start
+        """The first event time gets a watermark on every stream."""
 
     def stream_time(self, stream: int) -> int:
         """A stream's time as a node will see it: its latest fragment or watermark."""
@@ -52,13 +70,13 @@ class WatermarkPolicy:
         when it moved the clock); the returned streams count as being at that time.
         """
         latest = self._latest
-        if timestamp_ms > latest[stream]:
+        if timestamp_ms > latest[stream] and self.fragments_count:
             latest[stream] = timestamp_ms
         if timestamp_ms <= self.clock_ms:
             return _NONE
         if self.clock_ms < 0:
             self._start(timestamp_ms)
-            return _NONE
+            return range(len(latest)) if self.announce_start else _NONE
         self.clock_ms = timestamp_ms
         deadlines = self._deadlines
         if deadlines[0][0] >= timestamp_ms:

@@ -8,7 +8,10 @@
   `{"watermark": <epoch ms>, "end": <bool>}`, timestamp = the watermark. The
   watermark is an integer in the event-time range (a float is accepted only when
   finite and integral, e.g. `1.7e12`); `end` may be left out (false) but when
-  present must be a boolean; other members are ignored.
+  present must be a boolean; other members are ignored.  With several producers
+  (docs/routing.md, "Several producers") it also carries `"producer": <id>` (a
+  non-empty string of at most `MAX_PRODUCER_ID_BYTES` UTF-8 bytes) and, for a
+  marker, `"marker": "joined" | "left"` (which needs a producer).
 
 `Watermark` is `framework.watermark.Watermark`, the one watermark type the engine
 consumes too (a decoded one carries the record's offset when given one).
@@ -28,7 +31,7 @@ from typing import Any, NoReturn
 import msgpack
 
 from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
-from framework.watermark import Watermark
+from framework.watermark import MARKERS, MAX_PRODUCER_ID_BYTES, Watermark
 from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 
@@ -39,6 +42,7 @@ __all__ = [
     "decode_record",
     "encode_fragment",
     "encode_watermark",
+    "producer_problem",
 ]
 
 KIND_HEADER = "sessionizer-kind"
@@ -88,8 +92,15 @@ def encode_watermark(watermark: Watermark) -> tuple[bytes, list[tuple[str, bytes
         )
     if not isinstance(watermark.end, bool):
         raise ValueError(f"watermark end must be a bool, got {_show(watermark.end)}")
-    value = msgpack.packb({"watermark": stamp, "end": watermark.end})
-    return value, [(KIND_HEADER, WATERMARK_KIND)]
+    body: dict[str, object] = {"watermark": stamp, "end": watermark.end}
+    problem = producer_problem(watermark.producer, watermark.marker)
+    if problem is not None:
+        raise ValueError(problem)
+    if watermark.producer is not None:
+        body["producer"] = watermark.producer
+    if watermark.marker is not None:
+        body["marker"] = watermark.marker
+    return msgpack.packb(body), [(KIND_HEADER, WATERMARK_KIND)]
 
 
 def decode_record(
@@ -171,7 +182,31 @@ def _watermark(body: Any, offset: int | None) -> Watermark:
     end = body.get("end", False)
     if not isinstance(end, bool):  # bool("no") is True: never guess end of input
         _fail("bad-watermark", f"end must be true or false, got {_show(end)}", offset)
-    return Watermark(millis, end, offset)
+    producer, marker = body.get("producer"), body.get("marker")
+    if producer is None and marker is None:
+        return Watermark(millis, end, offset)
+    problem = producer_problem(producer, marker)
+    if problem is not None:
+        _fail("bad-watermark", problem, offset)
+    return Watermark(millis, end, offset, producer, marker)
+
+
+def producer_problem(producer: Any, marker: Any = None) -> str | None:
+    """What is wrong with a watermark's producer id and marker, or None."""
+    if producer is not None:
+        if not isinstance(producer, str) or not producer:
+            return f"producer must be a non-empty string, got {_show(producer)}"
+        try:
+            size = len(producer.encode("utf-8"))
+        except UnicodeEncodeError:
+            return f"producer id {_show(producer)} is not valid UTF-8"
+        if size > MAX_PRODUCER_ID_BYTES:
+            return f"producer id is {size} bytes in UTF-8, over {MAX_PRODUCER_ID_BYTES}"
+    if marker is not None and marker not in MARKERS:
+        return f"marker must be one of {', '.join(MARKERS)}, got {_show(marker)}"
+    if marker is not None and producer is None:
+        return f"a {marker!r} marker needs a producer"
+    return None
 
 
 def _event_time(value: Any, *, allow_float: bool) -> int | None:

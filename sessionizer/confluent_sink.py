@@ -56,7 +56,6 @@ class ConfluentSink(BrokerSink):
         self._failures: list[tuple[KafkaError, FinishedSession | DeadLetter | None]] = []
         self._producer = Producer(
             {
-                **(settings or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "acks": "all",
@@ -65,6 +64,8 @@ class ConfluentSink(BrokerSink):
                 "compression.type": "lz4",
                 "delivery.timeout.ms": int(delivery_timeout * 1000),
                 "message.max.bytes": max_message_bytes + 64 * 1024,
+                # The user's properties last: theirs win (the reserved ones cannot be set).
+                **(settings or {}),
             }
         )
 

@@ -33,14 +33,15 @@ from typing import Any
 from sessionizer import hooks
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.processor import StreamProcessor, Timing
+from sessionizer.producer_clocks import ProducerClocks, skew_ms
 from sessionizer.records import (
-    AnyWatermark,
     EngineCounters,
     EngineOutput,
     FinishedSession,
     Fragment,
     HookFailure,
     Record,
+    Watermark,
     future_fragment,
     late_fragment,
     session_id,
@@ -80,6 +81,8 @@ class SessionEngine:
         self.timing = Timing.of(processor)
         self._epoch = state.epoch
         self._stream_time = state.stream_time_ms
+        # Who writes the stream (several producers: docs/sessions.md), as of the safe offset.
+        self._clocks = ProducerClocks(skew_ms(processor), state.producers)
         self._tracker = SafeOffsetTracker(
             next_offset=state.safe_offset, stream_time_ms=state.stream_time_ms, ignore=state.ignore
         )
@@ -129,10 +132,12 @@ class SessionEngine:
 
     def process(self, record: Record) -> list[EngineOutput]:
         """Process the stream's next record; return what it finished or rejected."""
-        if isinstance(record, AnyWatermark):
+        if isinstance(record, Watermark):
             if record.offset is None:
                 raise SessionError(f"stream {self.stream}: a watermark without its offset")
-            return self.process_watermark(record.offset, record.timestamp_ms, record.end)
+            return self.process_watermark(
+                record.offset, record.timestamp_ms, record.end, record.producer, record.marker
+            )
         return self.process_fragment(record.offset, record.key, record.timestamp_ms, record.value)
 
     def process_fragment(
@@ -147,11 +152,17 @@ class SessionEngine:
         return self._settle(offset, self._on_fragment(offset, key, timestamp_ms, value))
 
     def process_watermark(
-        self, offset: int, timestamp_ms: int, end_of_input: bool = False
+        self,
+        offset: int,
+        timestamp_ms: int,
+        end_of_input: bool = False,
+        producer: str | None = None,
+        marker: str | None = None,
     ) -> list[EngineOutput]:
-        """Process the stream's next record, a watermark given by its parts."""
+        """Process the stream's next record, a watermark (or a producer's marker) by its parts."""
         self._expect(offset)
-        return self._settle(offset, self._on_watermark(offset, timestamp_ms, end_of_input))
+        outputs = self._on_watermark(offset, timestamp_ms, end_of_input, producer, marker)
+        return self._settle(offset, outputs)
 
     def snapshot(self, next_offset: int, *, user_blob: bytes | None = None) -> StreamState:
         """Return the state to commit when every record before `next_offset` is processed."""
@@ -170,6 +181,7 @@ class SessionEngine:
             ignore=self._tracker.ignore_list(),
             user_blob=user_blob,
             open_sessions=self._tracker.open_sessions,
+            producers=self._clocks.saved_before(self._tracker.safe_offset),
         )
 
     def _expect(self, offset: int) -> None:
@@ -187,26 +199,27 @@ class SessionEngine:
             outputs.extend(self._bound_ignore_list())
         return outputs
 
-    def _on_watermark(self, offset: int, time: int, end_of_input: bool) -> list[EngineOutput]:
+    def _on_watermark(
+        self, offset: int, time: int, end: bool, producer: str | None, marker: str | None
+    ) -> list[EngineOutput]:
         self._watermarks += 1
         if not hooks.valid_time(time):
             self._invalid_watermarks += 1
-            if not end_of_input:
+            if not end:
                 return []
             # Nothing is left to refute a parked record: take it, then close everything.
             return self._resolve_parked(None) + self._close_all()
-        outputs = self._resolve_parked(time)
-        if not end_of_input:
-            if self._too_far_ahead(time):
-                self._park(AnyWatermark(time, False, offset), time)
-                return outputs
-            return outputs + self._advance(time)
-        if self._too_far_ahead(time):
-            self._future += 1  # nothing after it can confirm its time; it still closes all
-        else:
-            outputs.extend(self._advance(time))
-        outputs.extend(self._close_all())
-        return outputs
+        # A marker's time is a producer's clock, no witness: it confirms a parked record.
+        outputs = self._resolve_parked(None if marker else time)
+        if not end and not marker and self._too_far_ahead(time):
+            self._park(Watermark(time, offset=offset, producer=producer), time)
+            return outputs
+        # An end of input's time cannot be confirmed by what comes after it.
+        future = end and not marker and self._too_far_ahead(time)
+        allowed, ends = self._clocks.watermark(offset, producer, marker, time, end)
+        self._future += future
+        outputs.extend(self._advance(None if future else allowed))
+        return outputs + self._close_all() if ends else outputs
 
     def _on_fragment(
         self, offset: int, key: str, record_ts: int, value: dict[str, Any]
@@ -227,10 +240,12 @@ class SessionEngine:
     def _too_far_ahead(self, event_time: int) -> bool:
         """Return True if `event_time` is more than `max_lead` ahead of stream time."""
         lead = self.timing.max_lead_ms
+        # Several producers: of the fastest producer's clock, at least.
+        reference = self._clocks.lead_reference(self._stream_time)
         # A stream's first event time has nothing to be measured against: it is taken.
-        if lead is None or self._stream_time is None:
+        if lead is None or reference is None:
             return False
-        return event_time - self._stream_time > lead
+        return event_time - reference > lead
 
     def _park(self, record: Record, event_time: int) -> None:
         """Hold a record dated too far ahead until the next record's verdict."""
@@ -249,14 +264,17 @@ class SessionEngine:
         lead = self.timing.max_lead_ms
         assert lead is not None  # nothing is parked without a lead
         if event_time is None or parked.event_time_ms - event_time <= lead:
-            if isinstance(record, AnyWatermark):
-                return self._advance(parked.event_time_ms)
+            if isinstance(record, Watermark):
+                verdict = self._clocks.watermark(
+                    _offset(record), record.producer, None, parked.event_time_ms, False
+                )
+                return self._advance(verdict[0])
             value = record.value
             return self._place(
                 record.offset, record.key, record.timestamp_ms, value, parked.event_time_ms
             )
         self._future += 1
-        if isinstance(record, AnyWatermark):
+        if isinstance(record, Watermark):
             return []  # dropped; counted
         return [
             future_fragment(record, parked.event_time_ms, parked.stream_time_ms, event_time, lead)
@@ -270,7 +288,7 @@ class SessionEngine:
         if self._tracker.should_skip(key, offset, event_time):
             # Already in a finished session; it still moves stream time, as it did then.
             self._skipped += 1
-            return self._advance(event_time)
+            return self._advance(self._clocks.fragment(event_time))
         if before is not None and event_time < before - self.timing.grace_ms:
             self._late += 1
             fragment = Fragment(offset, key, record_ts, value)
@@ -280,7 +298,8 @@ class SessionEngine:
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Its event time still counts: a replay may skip it, and skipping advances.
             fragment = Fragment(offset, key, record_ts, value)
-            return [self._hook_failed(fragment, "is_end", exc), *self._advance(event_time)]
+            failed = self._hook_failed(fragment, "is_end", exc)
+            return [failed, *self._advance(self._clocks.fragment(event_time))]
         timeline = self._timelines.get(key)
         if timeline is None:
             timeline = self._timelines[key] = KeyTimeline(key)
@@ -293,7 +312,7 @@ class SessionEngine:
             for segment in added:
                 self._tracker.session_opened(key, *segment.opener())
             self._schedule(timeline)
-        return self._advance(event_time)
+        return self._advance(self._clocks.fragment(event_time))
 
     def _bound_ignore_list(self) -> list[EngineOutput]:
         """Close the oldest open sessions while the ignore list is over its budget."""
@@ -311,9 +330,12 @@ class SessionEngine:
             outputs.extend(self._finish(key, segment, truncated=True))
         return outputs
 
-    def _advance(self, event_time: int) -> list[EngineOutput]:
-        if self._stream_time is None or event_time > self._stream_time:
+    def _advance(self, event_time: int | None) -> list[EngineOutput]:
+        """Raise stream time to `event_time` (None: keep it), then fold and close what is due."""
+        if event_time is not None and (self._stream_time is None or event_time > self._stream_time):
             self._stream_time = event_time
+        if self._stream_time is None:
+            return []  # several producers, and the slowest has no clock yet
         # Even without a new stream time, a fragment (an END) can be final at once.
         line = self._stream_time - self.timing.grace_ms
         folds = self._folds

@@ -6,7 +6,12 @@ Layout: one marker byte (`0x00` plain, `0x01` zlib) followed by a msgpack map::
      "safe": safe offset, "committed": read position at the commit,
      "time": stream time as of the safe offset (ms) or nil,
      "ignore": [[key, first_ts, last_ts, last_offset, tail_offset], ...],
-     "blob": user bytes or nil, "open": open sessions at the commit}
+     "blob": user bytes or nil, "open": open sessions at the commit,
+     "producers": [[producer id, clock ms or nil], ...]}   (only when non-empty)
+
+`producers` are the live producers of a stream that several producers write, as
+of the safe offset (`sessionizer.producer_clocks`); a record without it (every
+record written before producers had ids) has none.
 
 An empty or absent record means "never committed": start from offset 0.
 
@@ -27,6 +32,7 @@ from typing import Any, Final
 import msgpack
 
 from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.watermark import MAX_PRODUCER_ID_BYTES
 from state.errors import CorruptStateError, StateTooLargeError
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "MAX_BLOB_BYTES",
     "MAX_BODY_BYTES",
     "MAX_OFFSET",
+    "MAX_PRODUCERS",
     "IgnoreEntry",
     "StreamState",
 ]
@@ -58,6 +65,9 @@ MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 A 1 MB record of very repetitive keys inflates to about 10 MiB; the bound keeps a
 damaged or hostile record (a zlib bomb) from making a node allocate without limit.
 """
+
+MAX_PRODUCERS: Final = 1000
+"""The most live producers a stream's record carries (about 210 bytes each at most)."""
 
 _PLAIN: Final = 0x00
 _ZLIB: Final = 0x01
@@ -112,6 +122,9 @@ class StreamState:
     open_sessions: int = 0
     """Sessions open at the commit (for `status`; a replay re-opens them from the log)."""
     format_version: int = FORMAT_VERSION
+    producers: tuple[tuple[str, int | None], ...] = ()
+    """The live producers and their clocks as of the safe offset, sorted by id (several
+    producers write the stream; docs/sessions.md)."""
 
     def __post_init__(self) -> None:
         # Validating here, once, is what makes `encode` total: a state msgpack could not
@@ -128,20 +141,20 @@ class StreamState:
 
     def encode(self, *, limit: int | None = None) -> bytes:
         """Return the record's bytes; raise `StateTooLargeError` if they exceed `limit`."""
-        body = msgpack.packb(
-            {
-                "v": self.format_version,
-                "stream": self.stream,
-                "epoch": self.epoch,
-                "safe": self.safe_offset,
-                "committed": self.committed_offset,
-                "time": self.stream_time_ms,
-                "ignore": [entry.to_list() for entry in self.ignore],
-                "blob": self.user_blob,
-                "open": self.open_sessions,
-            },
-            use_bin_type=True,
-        )
+        fields: dict[str, object] = {
+            "v": self.format_version,
+            "stream": self.stream,
+            "epoch": self.epoch,
+            "safe": self.safe_offset,
+            "committed": self.committed_offset,
+            "time": self.stream_time_ms,
+            "ignore": [entry.to_list() for entry in self.ignore],
+            "blob": self.user_blob,
+            "open": self.open_sessions,
+        }
+        if self.producers:  # absent, not empty: records of one producer stay as they were
+            fields["producers"] = [list(item) for item in self.producers]
+        body = msgpack.packb(fields, use_bin_type=True)
         if len(body) > MAX_BODY_BYTES:  # `decode` would refuse to inflate it
             raise StateTooLargeError(
                 self.stream,
@@ -228,6 +241,7 @@ def _from_fields(fields: Any, stream: str) -> StreamState:
                 stream, f"ignore[{index}] is {_show(item, 80)}, not a list of 5 values"
             )
         ignore.append(IgnoreEntry(*item))
+    producers = _producers_field(fields.get("producers", []), stream)
     try:
         # No conversions (int(), bytes()): a value of the wrong type is corruption, and
         # `__post_init__` checks every type and range.
@@ -240,9 +254,44 @@ def _from_fields(fields: Any, stream: str) -> StreamState:
             ignore=tuple(ignore),
             user_blob=fields["blob"],
             open_sessions=fields["open"],
+            producers=producers,
         )
     except _InvalidState as exc:
         raise CorruptStateError(stream, exc.problem) from exc
+
+
+def _producers_field(raw: Any, stream: str) -> tuple[tuple[str, int | None], ...]:
+    """The `producers` of a decoded record, shaped (`_problem` checks the values)."""
+    if not isinstance(raw, list):
+        raise CorruptStateError(stream, f"producers is a {type(raw).__name__}, not a list")
+    for index, item in enumerate(raw):
+        if not isinstance(item, list) or len(item) != 2:
+            raise CorruptStateError(
+                stream, f"producers[{index}] is {_show(item, 80)}, not a list of 2 values"
+            )
+    return tuple((item[0], item[1]) for item in raw)
+
+
+def _producers_problem(producers: object) -> str | None:
+    """Return what is wrong with a state's live producers, or None."""
+    if not isinstance(producers, tuple):
+        return f"producers is a {type(producers).__name__}, not a tuple"
+    if len(producers) > MAX_PRODUCERS:
+        return f"{len(producers)} live producers, over {MAX_PRODUCERS}"
+    names: list[str] = []
+    for index, item in enumerate(producers):
+        if not isinstance(item, tuple) or len(item) != 2:
+            return f"producers[{index}] is {_show(item, 80)}, not an (id, clock) pair"
+        name, clock = item
+        encoded = _utf8(name) if isinstance(name, str) else None
+        if not encoded or len(encoded) > MAX_PRODUCER_ID_BYTES:
+            return f"producers[{index}]: id {_show(name, 80)} is not a producer id"
+        if clock is not None and not _is_event_time(clock):
+            return f"producers[{index}]: clock {_show(clock)} is not an event time or nil"
+        names.append(name)
+    if names != sorted(set(names)):
+        return "producers are not sorted by id, or an id repeats"
+    return None
 
 
 def _problem(state: StreamState) -> str | None:
@@ -267,6 +316,9 @@ def _problem(state: StreamState) -> str | None:
     if blob is not None and (not isinstance(blob, bytes) or len(blob) > MAX_BLOB_BYTES):
         what = f"{len(blob)} bytes" if isinstance(blob, bytes) else f"a {type(blob).__name__}"
         return f"user_blob is {what}; it must be None or bytes, at most {MAX_BLOB_BYTES}"
+    producers = _producers_problem(state.producers)
+    if producers is not None:
+        return producers
     if not isinstance(state.ignore, tuple):
         return f"ignore is a {type(state.ignore).__name__}, not a tuple of IgnoreEntry"
     for index, entry in enumerate(state.ignore):

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from framework.commands.options import connection_from_args
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
+from framework.zookeeper import app_client
 from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
+from router.naming import stream_name
 from router.producer import (
     DEFAULT_WATERMARK_INTERVAL_MS,
     ProducerConfig,
     ProducerStats,
     StreamProducer,
 )
-from router.registry import app_stream_count
+from router.producer_registry import ProducerRegistry, default_producer_id
+from router.registry import streams_for
+from router.wire import producer_problem
 
 __all__ = ["add_parser"]
 
@@ -74,6 +79,14 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_WATERMARK_INTERVAL_MS // 1000})",
     )
     parser.add_argument(
+        "--producer-id",
+        default=os.environ.get("SESSIONIZER_PRODUCER_ID") or None,
+        metavar="ID",
+        help="this producer's name among the producers of the app, registered as "
+        "producers/<ID> in ZooKeeper and written into its watermarks; several producers "
+        "may write the same streams (env SESSIONIZER_PRODUCER_ID; default: <host>-<pid>)",
+    )
+    parser.add_argument(
         "--streams",
         type=int,
         default=None,
@@ -81,24 +94,35 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> StreamProducer:
-    """A producer for the stream count recorded in ZooKeeper (checked against --streams)."""
+@contextmanager
+def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterator[StreamProducer]:
+    """A registered producer for the stream count recorded in ZooKeeper (checked against
+    --streams); its ZooKeeper session, its heartbeat, lasts as long as the producer."""
     if not args.watermark_interval > 0:
         raise ConfigError(
             f"--watermark-interval must be > 0 seconds, got {args.watermark_interval}"
         )
-    recorded = app_stream_count(connection, args.streams)
+    producer_id = args.producer_id or default_producer_id()
+    problem = producer_problem(producer_id)
+    if problem is not None:
+        raise ConfigError(f"--producer-id: {problem}")
     interval_ms = max(1, round(args.watermark_interval * 1000))
-    return StreamProducer(
-        ProducerConfig(
+    with ExitStack() as stack:
+        client = stack.enter_context(app_client(connection))
+        paths = connection.paths
+        recorded = streams_for(client, paths.active_streams, connection.app, args.streams)
+        config = ProducerConfig(
             connection.bootstrap,
             connection.app,
             recorded,
             watermark_interval_ms=interval_ms,
             client_properties=connection.kafka_config,
             transport=connection.kafka_client,
+            producer_id=producer_id,
         )
-    )
+        names = [stream_name(connection.app, i) for i in range(recorded)]
+        registry = ProducerRegistry(client, paths, producer_id, names)
+        yield stack.enter_context(StreamProducer(config, registry=registry))
 
 
 def _progress(stats: ProducerStats) -> None:
