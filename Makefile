@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench bench-quick clean
 
 install: $(VENV)/.installed
 
@@ -28,9 +28,15 @@ lint: install
 test: lint
 	$(BIN)/pytest
 
+# The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).
+# BENCH_ARGS passes more flags, e.g. BENCH_ARGS="--output /tmp/RESULTS.md --out-dir /tmp/out".
 bench: install
 	$(BIN)/pip install --quiet -e ".[bench]"
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
+
+bench-quick: install
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m benchmarks.run_all --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .local-cluster .pytest_cache .ruff_cache

@@ -1,13 +1,14 @@
-"""One bare kafka-python consumer process: the ceiling a node's reading can reach.
+"""One bare consumer process of one Kafka client: the ceiling a node's reading can reach.
 
-    .venv/bin/python -m benchmarks.bare_reader --bootstrap HOST:PORT --start-at EPOCH TOPIC...
+    .venv/bin/python -m benchmarks.bare_reader --bootstrap HOST:PORT --start-at EPOCH
+        [--kafka-client kafka-python|confluent] TOPIC...
 
-Assigns the topics' partition 0, seeks to the beginning, waits until the wall
-clock reaches `--start-at` (so that several readers start together, after
-their interpreter start-up), then polls until every partition's end offset as
-of the start; prints one JSON line: records read, start, finish, CPU seconds.
-Only fetch and record decoding (what `KafkaConsumer` does for every reader);
-no msgpack, no sessions.  The same `max_poll_records` as a node (2,000).
+Assigns the topics' partition 0 from the beginning, waits until the wall clock
+reaches `--start-at` (so that several readers start together, after their
+interpreter start-up), then polls until every partition's end offset as of the
+start; prints one JSON line: records read, start, finish, CPU seconds.  Only
+fetch and record decoding (what the client does for every reader); no msgpack,
+no sessions.  Batches of 2,000 records, as a node polls them.
 """
 
 from __future__ import annotations
@@ -17,9 +18,64 @@ import json
 import os
 import time
 
-from kafka import KafkaConsumer, TopicPartition
+from framework.progress import end_offsets
+from framework.transport import Transport
 
-__all__ = ["main"]
+__all__ = ["main", "read_confluent", "read_kafka_python"]
+
+BATCH = 2000
+
+
+def read_kafka_python(bootstrap: str, topics: list[str], start_at: float) -> tuple[int, float]:
+    """(records, start time) of kafka-python's `KafkaConsumer` reading the topics to their ends."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    partitions = [TopicPartition(topic, 0) for topic in topics]
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        consumer.seek_to_beginning(*partitions)
+        time.sleep(max(0.0, start_at - time.time()))
+        started, records = time.time(), 0
+        pending = {tp for tp in partitions if ends[tp] > 0}
+        while pending:
+            for tp, batch in consumer.poll(timeout_ms=500, max_records=BATCH).items():
+                records += len(batch)
+                if consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        return records, started
+    finally:
+        consumer.close()
+
+
+def read_confluent(bootstrap: str, topics: list[str], start_at: float) -> tuple[int, float]:
+    """(records, start time) of confluent-kafka's `Consumer` reading the topics to their ends."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = end_offsets(bootstrap, topics)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-bare-reader",
+         "enable.auto.commit": False, "enable.partition.eof": False}
+    )  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0) for topic in topics])
+        time.sleep(max(0.0, start_at - time.time()))
+        started, records = time.time(), 0
+        pending = {topic for topic in topics if ends[topic] > 0}
+        while pending:
+            # consume() waits for a full batch or the timeout: short, or the last
+            # partial batch would add its whole timeout to the time.
+            for message in consumer.consume(num_messages=BATCH, timeout=0.05):
+                if message.error() is not None:
+                    raise RuntimeError(f"bare confluent reader: {message.error()}")
+                records += 1
+                topic, offset = message.topic(), message.offset()
+                if topic is not None and offset is not None and offset + 1 >= ends[topic]:
+                    pending.discard(topic)
+        return records, started
+    finally:
+        consumer.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,31 +83,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--start-at", type=float, required=True)
+    parser.add_argument(
+        "--kafka-client", choices=("kafka-python", "confluent"), default="kafka-python"
+    )
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
-    partitions = [TopicPartition(topic, 0) for topic in args.topics]
-    consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap, group_id=None, enable_auto_commit=False
-    )
-    try:
-        consumer.assign(partitions)
-        ends = consumer.end_offsets(partitions)
-        consumer.seek_to_beginning(*partitions)
-        time.sleep(max(0.0, args.start_at - time.time()))
-        started, records = time.time(), 0
-        pending = {tp for tp in partitions if ends[tp] > 0}
-        while pending:
-            for tp, batch in consumer.poll(timeout_ms=500, max_records=2000).items():
-                records += len(batch)
-                if consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-        finished = time.time()
-    finally:
-        consumer.close()
+    client: Transport = args.kafka_client
+    read = read_kafka_python if client == "kafka-python" else read_confluent
+    records, started = read(args.bootstrap, args.topics, args.start_at)
+    finished = time.time()
     times = os.times()
     print(
         json.dumps(
             {
+                "client": client,
                 "records": records,
                 "started": started,
                 "finished": finished,

@@ -16,9 +16,27 @@ from typing import Any
 from framework.cluster import LocalCluster
 from framework.logging import configure_logging
 
-__all__ = ["OUT", "Servers", "machine", "print_table", "progress", "servers", "write_json"]
+__all__ = [
+    "OUT",
+    "OUT_ENV",
+    "Servers",
+    "machine",
+    "out_dir",
+    "print_table",
+    "progress",
+    "servers",
+    "write_json",
+]
 
 OUT = Path(__file__).resolve().parent / "out"
+OUT_ENV = "SESSIONIZER_BENCH_OUT"
+
+
+def out_dir() -> Path:
+    """Where results go: `$SESSIONIZER_BENCH_OUT`, else benchmarks/out (the committed ones)."""
+    # An environment variable, so scenario subprocesses and `run_all --out-dir` agree.
+    explicit = os.environ.get(OUT_ENV)
+    return Path(explicit) if explicit else OUT
 
 
 @dataclass(frozen=True)
@@ -70,9 +88,10 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
 
 
 def write_json(name: str, payload: dict[str, Any]) -> Path:
-    """Write `benchmarks/out/<name>.json`; return its path."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{name}.json"
+    """Write `<out_dir()>/<name>.json`; return its path."""
+    directory = out_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2) + "\n")
     return path
 

@@ -1,6 +1,6 @@
 """Memory per open session of `SessionEngine` with `WebSessions`: this tree against a git ref.
 
-    .venv/bin/python -m benchmarks.engine_memory [--baseline HEAD] [--visitors 2000]
+    .venv/bin/python -m benchmarks.engine_memory [--baseline HEAD|none] [--visitors 2000]
         [--minutes 20] [--every 30]
 
 Input: `--visitors` visitors, each making one request every `--every` seconds for
@@ -17,15 +17,18 @@ Method: `tracemalloc`, the traced Python heap after the loop (and a full
 the engine holds for them: the session keys, the engine's and the tracker's
 structures, the processor's session objects, and the fragments held raw.  Rows:
 
-- the engine of `--baseline` (default HEAD), loaded from `git archive` into a
-  temporary directory and imported side by side in this process;
+- the engine of `--baseline` (default HEAD; `none` leaves the row out), loaded
+  from `git archive` into a temporary directory and imported side by side in
+  this process;
 - this tree's engine, with `WebSessions`' 2-minute grace;
 - this tree's engine with `grace = 0` (no fragment is held raw): the engine's
   bookkeeping plus the processor's state;
 - the processor's state alone (`open` and `update` over the same requests, kept
   in a list), for reference.
 
-Writes benchmarks/out/engine_memory.json.
+The target (issue 16): at most 600 B per open session plus the fragments held
+raw within the grace, i.e. the grace-0 row at most 600 B.  Writes
+<out>/engine_memory.json.
 """
 
 from __future__ import annotations
@@ -179,7 +182,8 @@ def _feed(engines: Engines, processor: StreamProcessor, work: Workload) -> tuple
     high = 0
     for offset, record in enumerate(work.records):
         if record is None:
-            engine.process(engines.watermark(offset, high))
+            # By keyword: the field order differs between versions of the record type.
+            engine.process(engines.watermark(offset=offset, timestamp_ms=high))
             continue
         key, ts, value = record
         high = max(high, ts)
@@ -220,15 +224,18 @@ def _states(work: Workload) -> tuple[list[Any], int]:
     return list(states.values()), len(states)
 
 
-def measure(work: Workload, baseline: Engines) -> Iterator[dict[str, Any]]:
-    """Yield one row per case."""
+def measure(work: Workload, baseline: Engines | None) -> Iterator[dict[str, Any]]:
+    """Yield one row per case (this tree, grace 0, state alone; the baseline first if given)."""
     mine = current_engines()
     cases: list[tuple[str, Callable[[], tuple[Any, int]], int]] = [
-        (baseline.label, lambda: _feed(baseline, WebSessions(), work), work.fragments),
         (mine.label, lambda: _feed(mine, WebSessions(), work), work.raw_at_end),
         (f"{mine.label}, grace 0", lambda: _feed(mine, _NoGrace(), work), 0),
         ("WebSessions state alone", lambda: _states(work), 0),
     ]
+    if baseline is not None:
+        cases.insert(
+            0, (baseline.label, lambda: _feed(baseline, WebSessions(), work), work.fragments)
+        )
     for name, build, raw in cases:
         progress(f"measuring {name} ...")
         kept, sessions = _traced(build)
@@ -243,11 +250,12 @@ def measure(work: Workload, baseline: Engines) -> Iterator[dict[str, Any]]:
 
 def _summary(rows: list[dict[str, Any]], work: Workload) -> dict[str, float]:
     """Split this tree's bytes per open session into what holds them."""
-    _, grace, no_grace, state = (row["bytes_per_session"] for row in rows)
+    grace, no_grace, state = (row["bytes_per_session"] for row in rows[-3:])
     keys = {record[0] for record in work.records if record is not None}
     key = sum(sys.getsizeof(k.decode()) for k in keys) / len(keys)
+    raw = rows[-3]["raw_per_session"]
     return {
-        "per raw fragment (inside the grace)": (grace - no_grace) / rows[1]["raw_per_session"],
+        "per raw fragment (inside the grace)": (grace - no_grace) / raw if raw else 0.0,
         "per open session, without raw fragments": no_grace,
         "  of which the processor's session object": state,
         "  of which the session key (str)": key,
@@ -258,12 +266,14 @@ def _summary(rows: list[dict[str, Any]], work: Workload) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the table and write benchmarks/out/engine_memory.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="HEAD", help="git ref of the engine to compare")
+    parser.add_argument(
+        "--baseline", default="HEAD", help="git ref of the engine to compare, or none"
+    )
     parser.add_argument("--visitors", type=int, default=2_000)
     parser.add_argument("--minutes", type=int, default=20, help="length of every visit")
     parser.add_argument("--every", type=int, default=30, help="seconds between requests")
     args = parser.parse_args(argv)
-    baseline = baseline_engines(args.baseline)
+    baseline = None if args.baseline == "none" else baseline_engines(args.baseline)
     work = workload(args.visitors, args.minutes, args.every)
     progress(f"{work.visitors:,} visits of {args.minutes} min, {work.fragments:,} requests")
     rows = list(measure(work, baseline))
@@ -274,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: {value:,.0f} B")
     payload = {
         "benchmark": "engine_memory",
+        "params": vars(args),
         "method": "tracemalloc: traced heap kept after the run, divided by open sessions",
         "baseline": args.baseline,
         "visitors": args.visitors,

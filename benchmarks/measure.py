@@ -46,6 +46,7 @@ __all__ = [
     "CpuSampler",
     "CpuTimes",
     "StateWatch",
+    "active_cluster",
     "bench_cluster",
     "cpu_seconds",
     "create_topic",
@@ -79,6 +80,11 @@ class BenchCluster:
 
 
 _ACTIVE: list[BenchCluster] = []
+
+
+def active_cluster() -> BenchCluster | None:
+    """The cluster of an enclosing `bench_cluster()` (run_all's), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 @contextmanager

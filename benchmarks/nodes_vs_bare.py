@@ -1,25 +1,31 @@
-"""Scenario 2: 1, 2 and 4 nodes sessionizing a workload against as many bare kafka-python readers.
+"""Scenario 2: 1, 2 and 4 nodes sessionizing a workload against as many bare readers, per client.
 
     .venv/bin/python -m benchmarks.nodes_vs_bare [--workload apache|generated|both]
         [--fragments 1000000] [--streams 64] [--nodes 1 2 4]
+        [--clients confluent kafka-python]
 
 Each workload is produced once (`StreamProducer`, end-of-input watermark) to
-its own app.  Then, on those same topics, for each node count N:
+its own app.  Then, on those same topics, for each Kafka client (the
+`--kafka-client` of framework/transport.py) and each node count N:
 
-- bare: N `benchmarks.bare_reader` processes, each assigned every N-th stream,
-  started together, reading from offset 0 to the end (fetch + record decoding
-  only: the ceiling for this client with N processes);
-- nodes: N `sessionizer node --processor sessionizer.examples.weblog:WebSessions`
-  processes (default flags: commit every 1 s, at-least-once), started together
+- bare: N `benchmarks.bare_reader --kafka-client CLIENT` processes, each
+  assigned every N-th stream, started together, reading from offset 0 to the
+  end (fetch + record decoding only: the ceiling for this client with N
+  processes);
+- nodes: N `sessionizer node --kafka-client CLIENT --processor
+  sessionizer.examples.weblog:WebSessions` processes (otherwise default flags:
+  commit every 1 s, at-least-once), started together
   on a fresh ZooKeeper state of the app; timed from the first stream a node
   resumed to the moment ZooKeeper shows every stream's committed read position
   at its end offset (so up to one commit interval of the time is waiting for
   the last commit).  Every session they wrote is checked against the batch
   definition (`exact`: nothing lost, nothing extra).
 
-`ratio` is the nodes' fragments/s over the bare readers' at the same N: the
-headline.  `cores_busy` is the whole machine's average over the run (Kafka and
-ZooKeeper included): near the core count, the machine is the limit.
+`ratio` is the nodes' fragments/s over the bare readers' of the same client at
+the same N: the headline.  `node_per_core` is fragments per CPU second of the
+nodes themselves (fragments/s per busy core; their start-up included).
+`cores_busy` is the whole machine's average over the run (Kafka and ZooKeeper
+included): near the core count, the machine is the limit.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,12 +65,14 @@ from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload
 from framework.config import ConnectionConfig
 from framework.progress import end_offsets
 from framework.testing.nodes import NodeGroup, streams_of
+from framework.transport import Transport
 from framework.verify import verify_sessions
 from router.naming import sessions_topic
 
-__all__ = ["WEBLOG", "main", "new_connection", "run_bare", "run_nodes"]
+__all__ = ["CLIENTS", "WEBLOG", "main", "new_connection", "run_bare", "run_nodes"]
 
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
+CLIENTS: tuple[Transport, ...] = ("confluent", "kafka-python")
 
 
 def new_connection(cluster: BenchCluster, prefix: str) -> ConnectionConfig:
@@ -71,14 +80,20 @@ def new_connection(cluster: BenchCluster, prefix: str) -> ConnectionConfig:
     return ConnectionConfig(cluster.zk, cluster.bootstrap, f"{prefix}{uuid.uuid4().hex[:8]}")
 
 
-def run_bare(cluster: BenchCluster, streams: list[str], readers: int) -> dict[str, Any]:
-    """N bare reader processes over the streams (reader i takes streams i, i+N, ...)."""
+def run_bare(
+    cluster: BenchCluster,
+    streams: list[str],
+    readers: int,
+    client: Transport = "kafka-python",
+) -> dict[str, Any]:
+    """N bare reader processes of `client` over the streams (reader i takes streams i, i+N, ...)."""
     start_at = time.time() + 2.0 + 0.7 * readers  # after every interpreter has started
     processes = [
         subprocess.Popen(
             [
                 *(sys.executable, "-m", "benchmarks.bare_reader"),
                 *("--bootstrap", cluster.bootstrap, "--start-at", str(start_at)),
+                *("--kafka-client", client),
                 *streams[i::readers],
             ],
             stdout=subprocess.PIPE,
@@ -98,7 +113,10 @@ def run_bare(cluster: BenchCluster, streams: list[str], readers: int) -> dict[st
     after, now = CpuTimes.now(), time.time()
     return {
         "records": sum(o["records"] for o in outputs),
-        "seconds": max(o["finished"] for o in outputs) - start_at,
+        # From the first reader's start: on a busy machine an interpreter may come up
+        # after `start_at`, and its start-up must not count as reading time.
+        "seconds": max(o["finished"] for o in outputs) - min(o["started"] for o in outputs),
+        "late_start_s": max(0.0, max(o["started"] for o in outputs) - start_at),
         "cpu_s": sum(o["cpu_s"] for o in outputs),
         "cores_busy": before.cores_busy(after, now - start_at),
     }
@@ -124,8 +142,15 @@ def run_nodes(
     extra: tuple[str, ...] = (),
     session_timeout: float = 10.0,
     timeout: float = 3600.0,
+    on_started: Callable[[list[int]], None] | None = None,
+    stall_timeout: float = 120.0,
 ) -> dict[str, Any]:
-    """N nodes sessionize the app's streams from a fresh state; measured and verified."""
+    """N nodes sessionize the app's streams from a fresh state; measured and verified.
+
+    `on_started` is called with the nodes' pids once they are spawned (a profiler
+    attaches).  No committed progress for `stall_timeout` seconds fails the run (a
+    stuck run says so instead of waiting out `timeout`).
+    """
     connection = produced.connection
     reset_app(connection, produced.streams)
     streams = streams_of(connection.app, produced.streams)
@@ -146,9 +171,20 @@ def run_nodes(
         spawned = time.time()
         for node in ids:
             group.start(node, *extra)
-        last_report = time.monotonic()
+        if on_started is not None:
+            on_started([group.nodes[n].process.pid for n in ids])
+        last_report = last_moved = time.monotonic()
+        seen = -1
         while watch.caught_up_at is None:
             watch.check()
+            if watch.committed != seen:
+                seen, last_moved = watch.committed, time.monotonic()
+            elif time.monotonic() - last_moved > stall_timeout:
+                raise TimeoutError(
+                    f"{nodes} node(s) committed no progress for {stall_timeout:.0f} s, stuck "
+                    f"at {seen:,}/{records:,} records (every stream's committed position "
+                    f"is in ZooKeeper under {connection.paths.root}); logs in {run_dir}"
+                )
             dead = [n for n in ids if group.nodes[n].process.poll() is not None]
             if dead:
                 raise RuntimeError(f"node(s) {dead} exited early; logs in {run_dir}")
@@ -188,6 +224,8 @@ def run_nodes(
         "extra": verdict.extra,
         "duplicates": verdict.duplicates,
         "node_cpu_s": node_cpu,
+        "node_cores": node_cpu / seconds,
+        "node_per_core": len(workload.fragments) / node_cpu if node_cpu else None,
         "cores_busy": cpu.cores_busy(started, watch.caught_up_at),
         "converge_s": (watch.balanced_at - spawned) if watch.balanced_at else None,
         "converge_after_join_s": (watch.balanced_at - max(joined))
@@ -200,6 +238,44 @@ def run_nodes(
         "state_bytes_peak": watch.peak_sizes,
         "zk_disk_written": zk_written,
         "exit_codes": exits,
+    }
+
+
+def _one_run(
+    cluster: BenchCluster,
+    produced: Produced,
+    workload: Workload,
+    client: Transport,
+    count: int,
+    scratch: Path,
+) -> dict[str, Any]:
+    """N bare readers, then N nodes, of one client on the produced topics: one row."""
+    name = workload.name
+    streams = streams_of(produced.connection.app, produced.streams)
+    progress(f"[{name}] {client}: {count} bare reader(s)...")
+    bare = run_bare(cluster, streams, count, client)
+    bare_rate = len(workload.fragments) / bare["seconds"]
+    progress(f"    {bare_rate:,.0f} fragments/s")
+    progress(f"[{name}] {client}: {count} node(s)...")
+    node = run_nodes(cluster, produced, workload, count, scratch, extra=("--kafka-client", client))
+    progress(f"    {node['fragments_per_s']:,.0f} fragments/s, exact={node['exact']}")
+    return {
+        "workload": name,
+        "client": client,
+        "n": count,
+        "bare_fragments_per_s": bare_rate,
+        "bare_seconds": bare["seconds"],
+        "bare_cpu_s": bare["cpu_s"],
+        "bare_cores_busy": bare["cores_busy"],
+        "bare_late_start_s": bare["late_start_s"],
+        "node_fragments_per_s": node["fragments_per_s"],
+        "node_sessions_per_s": node["sessions_per_s"],
+        "ratio": node["fragments_per_s"] / bare_rate,
+        **{
+            k if k.startswith("node") else f"node_{k}": v
+            for k, v in node.items()
+            if k not in ("fragments_per_s", "sessions_per_s")
+        },
     }
 
 
@@ -216,45 +292,23 @@ def _one_workload(
     connection = new_connection(cluster, "nodes")
     try:
         produced = produce(workload, connection, args.streams)
-        streams = streams_of(connection.app, args.streams)
-        rows = []
-        for count in args.nodes:
-            progress(f"[{name}] {count} bare reader(s)...")
-            bare = run_bare(cluster, streams, count)
-            bare_rate = len(workload.fragments) / bare["seconds"]
-            progress(f"    {bare_rate:,.0f} fragments/s")
-            progress(f"[{name}] {count} node(s)...")
-            node = run_nodes(cluster, produced, workload, count, scratch)
-            progress(f"    {node['fragments_per_s']:,.0f} fragments/s, exact={node['exact']}")
-            rows.append(
-                {
-                    "workload": name,
-                    "n": count,
-                    "bare_fragments_per_s": bare_rate,
-                    "bare_seconds": bare["seconds"],
-                    "bare_cpu_s": bare["cpu_s"],
-                    "bare_cores_busy": bare["cores_busy"],
-                    "node_fragments_per_s": node["fragments_per_s"],
-                    "node_sessions_per_s": node["sessions_per_s"],
-                    "ratio": node["fragments_per_s"] / bare_rate,
-                    **{
-                        k if k.startswith("node") else f"node_{k}": v
-                        for k, v in node.items()
-                        if k not in ("fragments_per_s", "sessions_per_s")
-                    },
-                }
-            )
-        return rows
+        return [
+            _one_run(cluster, produced, workload, client, count, scratch)
+            for client in args.clients
+            for count in args.nodes
+        ]
     finally:
         delete_app(connection)
 
 
 COLUMNS = [
     "workload",
+    "client",
     "n",
     "bare_fragments_per_s",
     "node_fragments_per_s",
     "ratio",
+    "node_per_core",
     "node_sessions_per_s",
     "node_seconds",
     "node_cores_busy",
@@ -269,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fragments", type=int, default=DEFAULT_FRAGMENTS)
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--clients", nargs="+", choices=CLIENTS, default=list(CLIENTS))
     args = parser.parse_args(argv)
     names = WORKLOADS if args.workload == "both" else (args.workload,)
     load_before = load_average()

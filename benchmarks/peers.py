@@ -229,14 +229,19 @@ def _child_env() -> dict[str, str]:
 
 
 def _ours(
-    cluster: BenchCluster, produced: Produced, workload: Workload, nodes: int, scratch: Path
+    cluster: BenchCluster,
+    produced: Produced,
+    workload: Workload,
+    nodes: int,
+    scratch: Path,
+    client: str,
 ) -> dict[str, Any]:
-    progress(f"  sessionizer, {nodes} node(s): running...")
+    progress(f"  sessionizer, {nodes} node(s), {client}: running...")
     began = time.time()
-    run = run_nodes(cluster, produced, workload, nodes, scratch)
+    run = run_nodes(cluster, produced, workload, nodes, scratch, extra=("--kafka-client", client))
     ended = time.time()
     return {
-        "system": f"sessionizer ({nodes} node{'s' if nodes > 1 else ''})",
+        "system": f"sessionizer ({nodes} node{'s' if nodes > 1 else ''}, {client})",
         "version": metadata.version("sessionizer"),
         "seconds": run["seconds"],
         "wall_s": ended - began,
@@ -272,7 +277,7 @@ def _one_workload(
     try:
         produced = produce(workload, connection, args.streams)
         for nodes in args.nodes:
-            rows.append(_ours(cluster, produced, workload, nodes, scratch))
+            rows.append(_ours(cluster, produced, workload, nodes, scratch, args.kafka_client))
             progress(f"    {rows[-1]['fragments_per_s']:,.0f} fragments/s")
         for peer in args.peers:
             row = _run_peer(cluster, peer, produced, workload, scratch, args)
@@ -315,6 +320,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--kafka-client", choices=("confluent", "kafka-python"), default="confluent"
+    )
     parser.add_argument(
         "--interval",
         type=float,

@@ -1,18 +1,31 @@
 """Run every benchmark scenario on one cluster, then write benchmarks/RESULTS.md and its plots.
 
     .venv/bin/python -m benchmarks.run_all [--quick] [--fragments N] [--only NAME ...]
+        [--output RESULTS.md] [--out-dir DIR]
 
 Scenarios, in order (each is also a command of its own, `python -m
-benchmarks.<name>`): producer_workloads, nodes_vs_bare, peers, failover_modes,
-scaling.  One local ZooKeeper + Kafka serves them all (or the servers in
-SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP), so every comparison is made on the
-same cluster in the same run.  Full sizes: 1,000,000 fragments per workload
-(200,000 for failover, 3 repeats); `--quick`: 30,000 (failover 40,000, once),
-a few minutes in all.  Each peer gets `--peer-timeout` seconds per workload
-(1,500 by default); one stopped there is reported with how many records it
-had read and how fast, not with a throughput over the whole input.  A
-scenario that fails is reported as failed; the others still run, and
-RESULTS.md says which.  RESULTS.md is rewritten after every scenario.
+benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
+profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
+scaling.  Both Kafka transports (confluent-kafka and kafka-python) run side by
+side wherever a node or a producer does.  One local ZooKeeper + Kafka serves
+them all (or the servers in SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP), so every
+comparison is made on the same cluster in the same run.
+
+Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
+300,000, failover 200,000 with 3 repeats), every workload, 1/2/4 nodes, every
+peer.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
+machine): 30,000 fragments, the apache workload and one node where the targets
+only need that, Spark as the only peer (its per-core figure is a target), the
+scaling grid cut to 16 and 288 streams on 1 and 2 nodes.  Each peer gets
+`--peer-timeout` seconds per workload (1,500 by default).  A scenario that
+fails is reported as failed; the others still run.  The report is rewritten
+after every scenario, and at the end the issue-16 targets table is printed:
+each figure beside its value before the work and its target.
+
+`--out-dir` puts the JSON results somewhere else than benchmarks/out (it sets
+SESSIONIZER_BENCH_OUT for every scenario), `--output` the report (its plots go
+to plots/ beside it): a run on a busy or shared machine need not touch the
+committed results.
 """
 
 from __future__ import annotations
@@ -32,10 +45,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import failover_modes, nodes_vs_bare, peers, producer_workloads, scaling
-from benchmarks.common import progress, write_json
+from benchmarks import (
+    broker_ceiling,
+    engine_memory,
+    failover_modes,
+    nodes_vs_bare,
+    peers,
+    producer_workloads,
+    profile_node,
+    scaling,
+    zookeeper_commits,
+)
+from benchmarks.common import OUT_ENV, out_dir, progress, write_json
 from benchmarks.measure import bench_cluster, load_average
-from benchmarks.report import SCENARIOS, render
+from benchmarks.report import RESULTS, SCENARIOS, load_payloads, render
+from benchmarks.tables import show
+from benchmarks.targets import COLUMNS as TARGET_COLUMNS
+from benchmarks.targets import figures
 
 __all__ = ["main"]
 
@@ -54,18 +80,38 @@ PACKAGES = (
 
 
 def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[str]]]:
-    size = str(args.fragments)
-    failover = str(args.failover_fragments)
-    repeat = "1" if args.quick else "3"
+    size = ["--fragments", str(args.fragments)]
+    failover = ["--fragments", str(args.failover_fragments)]
+    peer_timeout = ["--peer-timeout", str(args.peer_timeout)]
+    if args.quick:
+        return {
+            "producer_workloads": (producer_workloads.main, size),
+            "nodes_vs_bare": (nodes_vs_bare.main, [*size, "--workload", "apache", "--nodes", "1"]),
+            "broker_ceiling": (broker_ceiling.main, size),
+            "profile_node": (profile_node.main, size),
+            "engine_memory": (engine_memory.main, ["--baseline", "none", "--visitors", "500"]),
+            "zookeeper_commits": (
+                zookeeper_commits.main,
+                ["--rounds", "3", "--capacity-seconds", "2"],
+            ),
+            "peers": (
+                peers.main,
+                [*size, *peer_timeout, "--workload", "apache", "--peers", "spark", "--nodes", "1"],
+            ),
+            "failover_modes": (failover_modes.main, [*failover, "--repeat", "1"]),
+            "scaling": (scaling.main, [*size, "--streams", "16", "288", "--nodes", "1", "2"]),
+        }
+    profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
-        "producer_workloads": (producer_workloads.main, ["--fragments", size]),
-        "nodes_vs_bare": (nodes_vs_bare.main, ["--fragments", size]),
-        "peers": (
-            peers.main,
-            ["--fragments", size, "--peer-timeout", str(args.peer_timeout)],
-        ),
-        "failover_modes": (failover_modes.main, ["--fragments", failover, "--repeat", repeat]),
-        "scaling": (scaling.main, ["--fragments", size]),
+        "producer_workloads": (producer_workloads.main, size),
+        "nodes_vs_bare": (nodes_vs_bare.main, size),
+        "broker_ceiling": (broker_ceiling.main, size),
+        "profile_node": (profile_node.main, profile),
+        "engine_memory": (engine_memory.main, ["--baseline", "none"]),
+        "zookeeper_commits": (zookeeper_commits.main, []),
+        "peers": (peers.main, [*size, *peer_timeout]),
+        "failover_modes": (failover_modes.main, [*failover, "--repeat", "3"]),
+        "scaling": (scaling.main, size),
     }
 
 
@@ -123,7 +169,7 @@ def _versions() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     """Run the scenarios; write RESULTS.md; return 1 if any scenario failed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, a few minutes")
+    parser.add_argument("--quick", action="store_true", help="small sizes, at most 15 minutes")
     parser.add_argument("--fragments", type=int, help="per workload (default 1M, quick 30k)")
     parser.add_argument("--failover-fragments", type=int, help="default 200k, quick 40k")
     parser.add_argument(
@@ -134,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         "is reported with how far it got",
     )
     parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--output", type=Path, default=RESULTS, help="the report to write")
+    parser.add_argument("--out-dir", type=Path, help="JSON results (default benchmarks/out)")
     args = parser.parse_args(argv)
+    if args.out_dir is not None:
+        os.environ[OUT_ENV] = str(args.out_dir.resolve())
     args.fragments = args.fragments or (30_000 if args.quick else 1_000_000)
     args.failover_fragments = args.failover_fragments or (40_000 if args.quick else 200_000)
     command = "python -m benchmarks.run_all " + shlex.join(sys.argv[1:] if argv is None else argv)
@@ -151,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "load": {},
         "errors": {},
         "ran": [],
+        "out_dir": str(out_dir()),
     }
     plan = _plan(args)
     with bench_cluster() as cluster:
@@ -171,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
             # a report of what it finished (the others say "Not run").
             meta["seconds"] = time.time() - started
             write_json("run_all", meta)
-            path = render(meta)
+            path = render(meta, args.output)
+    show(
+        f"issue 16 targets, this run ({(time.time() - started) / 60:.1f} min)",
+        figures(load_payloads()),
+        TARGET_COLUMNS,
+    )
     progress(f"\nwrote {path} and its plots in {path.parent / 'plots'}")
     return 1 if meta["errors"] else 0
 

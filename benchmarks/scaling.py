@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.scaling [--workload apache|generated]
         [--fragments 1000000] [--streams 16 64 288] [--nodes 1 2 3 4]
+        [--kafka-client confluent|kafka-python]
 
 For each stream count (288 is the thesis's), the workload is produced once
 (the producer's rate is reported too), read once by one bare reader (the
@@ -26,7 +27,7 @@ from typing import Any
 
 from benchmarks.common import progress
 from benchmarks.measure import BenchCluster, bench_cluster, delete_app, load_average, save_scenario
-from benchmarks.nodes_vs_bare import new_connection, run_bare, run_nodes
+from benchmarks.nodes_vs_bare import CLIENTS, new_connection, run_bare, run_nodes
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Workload, load, produce
 from framework.testing.nodes import streams_of
@@ -47,11 +48,12 @@ def _one_stream_count(
         produced = produce(workload, connection, streams)
         producer_rate = len(workload.fragments) / produced.seconds
         progress(f"[{streams} streams] 1 bare reader...")
-        bare = run_bare(cluster, streams_of(connection.app, streams), 1)
+        bare = run_bare(cluster, streams_of(connection.app, streams), 1, args.kafka_client)
         bare_rate = len(workload.fragments) / bare["seconds"]
         for nodes in args.nodes:
             progress(f"[{streams} streams] {nodes} node(s)...")
-            run = run_nodes(cluster, produced, workload, nodes, scratch)
+            client = ("--kafka-client", args.kafka_client)
+            run = run_nodes(cluster, produced, workload, nodes, scratch, extra=client)
             progress(
                 f"    {run['fragments_per_s']:,.0f} fragments/s, "
                 f"converged in {run['converge_s'] or 0:.2f} s"
@@ -106,6 +108,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fragments", type=int, default=DEFAULT_FRAGMENTS)
     parser.add_argument("--streams", type=int, nargs="+", default=[16, 64, 288])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument(
+        "--kafka-client",
+        choices=CLIENTS,
+        default="confluent",
+        help="the Kafka client of the nodes and the bare reader",
+    )
     args = parser.parse_args(argv)
     load_before = load_average()
     progress(f"building the {args.workload} workload ({args.fragments:,} fragments)...")

@@ -7,14 +7,17 @@ Measured on one local ZooKeeper server, from one node's real store
 encoded state of a stream with a few dozen ignore-list entries):
 
 1. the write capacity of this ZooKeeper: version-checked `set`s per second,
-   pipelined, and the same writes grouped into multi-operations;
+   pipelined, and the same writes grouped into multi-operations; and small
+   znodes (64 B) set by several concurrent clients at once;
 2. one commit round of a node owning S streams (16, 64, 288, 1,024), when every
    stream moved (stream by stream, as before; and as multi-operations, as now)
    and when none moved (now skipped): latency and ZooKeeper writes.
 
-Then a simulation, clearly labelled as one: from the measured capacity and the
-per-round cost, how many streams one ensemble carries at a 1 s commit interval
-before it is the limit, and how that divides among nodes.
+Under `run_all` the run's ZooKeeper is used (its Kafka does not use it);
+alone, a ZooKeeper of its own.  Then a simulation, clearly labelled as one
+(`benchmarks.zookeeper_simulation`): from the measured capacity, how many
+streams one ensemble carries at a 1 s commit interval before it is the limit,
+with 1 to 64 nodes.
 """
 
 from __future__ import annotations
@@ -22,15 +25,19 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from benchmarks.common import progress, write_json
+from benchmarks.measure import active_cluster
 from benchmarks.tables import show
+from benchmarks.zookeeper_simulation import simulate
 from framework.cluster import LocalCluster
 from framework.logging import configure_logging
 from state.record import IgnoreEntry, StreamState
@@ -99,6 +106,43 @@ def capacity(client: KazooClient, seconds: float) -> dict[str, float]:
     return {"sets_per_s": single, "sets_in_multis_per_s": multi, "record_bytes": len(data)}
 
 
+def small_capacity(zk: str, seconds: float, clients: int = 4, znodes: int = 64) -> float:
+    """Sets/s of 64-byte znodes from `clients` concurrent sessions, each pipelining `znodes`.
+
+    The sessions share this process (and its GIL) and the machine's cores with the
+    server: a lower bound of what the server itself can apply.
+    """
+    data = b"x" * 64
+    counts = [0] * clients
+    start = threading.Barrier(clients + 1)
+
+    def writer(index: int) -> None:
+        client = KazooClient(hosts=zk, timeout=10)
+        client.start(timeout=30)
+        try:
+            paths = [f"{PARENT}/small.{index}.{i:03d}" for i in range(znodes)]
+            for path in paths:
+                client.ensure_path(path)
+            start.wait()
+            began = time.monotonic()
+            while time.monotonic() - began < seconds:
+                for result in [client.set_async(path, data) for path in paths]:
+                    result.get()
+                counts[index] += znodes
+        finally:
+            client.stop()
+            client.close()
+
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.monotonic()
+    for thread in threads:
+        thread.join(timeout=seconds + 60)
+    return sum(counts) / (time.monotonic() - began)
+
+
 def commit_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
     """Median-able rounds of a node owning `count` streams, in the three modes."""
     streams = [f"s{count}.stream.{i:04d}" for i in range(count)]
@@ -142,25 +186,17 @@ def _summary(rounds: list[Round]) -> list[dict[str, Any]]:
     return rows
 
 
-def simulate(cap: dict[str, float], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SIMULATION, not a measurement: streams one ensemble carries at a 1 s commit interval."""
-    simulated = []
-    for fraction_busy in (1.0, 0.25):
-        # Every busy stream costs one set per interval; ZooKeeper applies them at the
-        # measured multi rate (writes go through the leader, so followers add no capacity).
-        streams = int(cap["sets_in_multis_per_s"] / fraction_busy)
-        per_round = [r for r in rows if r["mode"] == "multi"]
-        largest = max(per_round, key=lambda r: r["streams"])
-        ms_per_stream = largest["round_ms_median"] / largest["streams"]
-        simulated.append(
-            {
-                "busy_share": fraction_busy,
-                "streams_until_zk_is_the_limit": streams,
-                "nodes_at_1024_streams_each": round(streams / 1024, 1),
-                "node_commit_ms_per_stream": round(ms_per_stream, 3),
-            }
-        )
-    return simulated
+@contextmanager
+def _zookeeper() -> Iterator[str]:
+    """The run's ZooKeeper under run_all, else a one-server ZooKeeper of this run's own."""
+    cluster = active_cluster()
+    if cluster is not None:
+        yield cluster.zk
+        return
+    with tempfile.TemporaryDirectory(prefix="sessionizer-zkbench-") as directory:
+        progress("starting a local ZooKeeper for this run...")
+        with LocalCluster(directory, zookeepers=1, brokers=0) as local:
+            yield local.zk_connect
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,27 +207,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity-seconds", type=float, default=5.0)
     args = parser.parse_args(argv)
     configure_logging("warning")
-    with tempfile.TemporaryDirectory(prefix="sessionizer-zkbench-") as directory:
-        progress("starting a local ZooKeeper for this run...")
-        with LocalCluster(directory, zookeepers=1, brokers=0) as cluster:
-            client = KazooClient(hosts=cluster.zk_connect, timeout=10)
-            client.start(timeout=30)
-            try:
-                cap = capacity(client, args.capacity_seconds)
-                pipelined, in_multis = cap["sets_per_s"], cap["sets_in_multis_per_s"]
-                progress(f"capacity: {pipelined:,.0f} sets/s, {in_multis:,.0f} in multis")
-                rounds = [
-                    r for count in args.streams for r in commit_rounds(client, count, args.rounds)
-                ]
-            finally:
-                client.stop()
-                client.close()
+    with _zookeeper() as zk:
+        client = KazooClient(hosts=zk, timeout=10)
+        client.start(timeout=30)
+        try:
+            client.delete(PARENT, recursive=True)  # a previous run's znodes, if any
+            cap: dict[str, float] = capacity(client, args.capacity_seconds)
+            pipelined, in_multis = cap["sets_per_s"], cap["sets_in_multis_per_s"]
+            progress(f"capacity: {pipelined:,.0f} sets/s, {in_multis:,.0f} in multis")
+            cap["small_bytes"] = 64
+            cap["small_sets_per_s"] = small_capacity(zk, args.capacity_seconds)
+            progress(f"small znodes, 4 clients: {cap['small_sets_per_s']:,.0f} sets/s")
+            rounds = []
+            for count in args.streams:
+                progress(f"commit rounds at {count:,} streams...")
+                rounds += commit_rounds(client, count, args.rounds)
+        finally:
+            client.delete(PARENT, recursive=True)
+            client.stop()
+            client.close()
     rows = _summary(rounds)
-    simulated = simulate(cap, rows)
+    simulated = simulate(cap)
     show("ZooKeeper write capacity (measured, 1 server, this machine)", [cap], list(cap))
     show("one node's commit round (measured)", rows, list(rows[0]))
     show("SIMULATION from the figures above (not measured)", simulated, list(simulated[0]))
-    write_json("zookeeper_commits", {"capacity": cap, "rounds": rows, "simulation": simulated})
+    payload = {"benchmark": "zookeeper_commits", "params": vars(args), "capacity": cap,
+               "rounds": rows, "simulation": simulated}  # fmt: skip
+    progress(f"results written to {write_json('zookeeper_commits', payload)}")
     return 0
 
 

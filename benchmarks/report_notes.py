@@ -1,0 +1,117 @@
+"""The prose of RESULTS.md: what each scenario measured (NOTES) and how to read it (READING)."""
+
+from __future__ import annotations
+
+__all__ = ["NOTES", "READING"]
+
+NOTES = {
+    "producer_workloads": (
+        "For each workload and each Kafka client, three producers send the same fragments, "
+        "built before timing, with the same settings (acks=all, idempotence, lz4, linger 20 "
+        "ms, 256 KiB batches) to a fresh app's stream topics: the bare producer of that client "
+        "(stream, encoded key and value precomputed), bare + encoding (routing and encoding as "
+        "it sends), and `StreamProducer`.  Timed from the first send to the last "
+        "acknowledgement of the final flush; `CPU ratio`: the bare producer's CPU per fragment "
+        "over this one's."
+    ),
+    "nodes_vs_bare": (
+        "Each workload is produced once.  On the same topics, for each Kafka client and each "
+        "N: N bare readers of that client (one process each, every N-th stream, fetch and "
+        "record decoding only: the ceiling for this client), then N `sessionizer node "
+        "--kafka-client CLIENT` processes (WebSessions, otherwise default flags: commit every "
+        "1 s, at-least-once) from a fresh state.  `fragments per node CPU s`: fragments/s per "
+        "core the nodes kept busy (start-up included).  Node time runs from the "
+        "first stream resumed to ZooKeeper showing every stream's committed position at its "
+        "end offset (so it includes up to one commit interval).  Every session written is "
+        "checked against the batch definition (`exact`)."
+    ),
+    "peers": (
+        "Every system reads the same stream topics from offset 0, one after the other, each "
+        "in its own process: same key (`ip|agent`, the record key), same 30-minute gap, 2 "
+        "minutes allowed for late records, watermark records skipped, each session written "
+        "as one JSON record to a Kafka topic, state snapshot/commit interval 1 s (our nodes "
+        "commit every 1 s).  Bytewax: one worker, `KafkaSource(tail=False)` -> `fold_window` "
+        "with `EventClock` and `SessionWindower` -> `KafkaSink`, recovery on (SQLite).  Quix "
+        "Streams 3.28 has a native `session_window` (the hand-written `State` function is no "
+        "longer needed): one `StreamingDataFrame` per topic, `Count`/`Sum` aggregations, "
+        '`final(closing_strategy="partition")`, changelog topics on.  Spark: the Kafka '
+        "source, a Python UDF decoding the msgpack value, `withWatermark` 2 minutes, "
+        "`session_window` 30 minutes, append mode to Kafka, `availableNow` trigger, "
+        "`local[*]` (both cores), 4 shuffle partitions.  Time: ours, first stream resumed to "
+        "the end committed; Bytewax, first record to the end of the run; Quix, first to last "
+        "message processed; Spark, the sum of its micro-batches.  `wall s` adds start-up "
+        "(JVM, topic creation, group join).  `open at end`: sessions a system without an "
+        "end-of-input signal cannot close; `matches` checks everything else it wrote."
+    ),
+    "failover_modes": (
+        "Three nodes sessionize the first half of the workload; the second half is produced "
+        "while they consume and, a quarter of the way in, node n2 is stopped while busy.  "
+        "Times run from the signal.  `records replayed`: what the survivors re-read from the "
+        "safe offsets (open sessions are rebuilt from the log, never shipped)."
+    ),
+    "scaling": (
+        "Per stream count the workload is produced once, then sessionized by 1..4 nodes in "
+        "turn from a fresh state.  `node CPU s per 1M`: the nodes' own CPU time per million "
+        "fragments; `cores busy`: the whole machine (Kafka, ZooKeeper and the benchmark "
+        "included); `state writes`/`state KiB/s`: ZooKeeper `stream_state` writes; `converge "
+        "s`: from spawning the nodes to every stream claimed with a spread <= 1."
+    ),
+    "broker_ceiling": (
+        "Kafka's own perf-test tools (`java -cp` the resolved Kafka jars plus kafka-tools, "
+        "see deploy/local/pom.xml), on the run's broker: no Python in the path.  The physical "
+        "limit the nodes and bare readers are measured against."
+    ),
+    "engine_memory": (
+        "`tracemalloc`: the Python heap an engine keeps after long visits (every visitor one "
+        "request every 30 s for the whole visit, all sessions still open), divided by the open "
+        "sessions; every record decoded from msgpack bytes as a node does."
+    ),
+    "profile_node": (
+        "py-spy (`record --format raw --threads --nonblocking`) on one node for its whole "
+        "life while it sessionizes the apache workload on 64 streams; each sample goes to the "
+        "category of its innermost frame a rule knows (`benchmarks/profile_node.py`).  `loop "
+        "thread`: the node's main thread, in % of the recording's wall time (the rest idle: "
+        "waiting in a poll or for the GIL, or not yet started); `% of loop's CPU`: of its "
+        "samples once started (imports left out); `other threads`: the clients' I/O "
+        "threads, kazoo's and the metrics server's, in % of one core.  librdkafka's native "
+        "threads are not sampled."
+    ),
+    "zookeeper_commits": (
+        "One node's real state store (`FencedStateStore` over `ZooKeeperRecords`) against "
+        "the run's ZooKeeper, with realistic records; rounds as a node commits them at 16, 64, "
+        "288 and 1,024 streams.  `unchanged`: a stream that did not move is not written (the "
+        "node skips it), so that row is 0 by construction, not timed."
+    ),
+}
+
+
+READING = """## Reading these numbers
+
+- Two cores run everything: Kafka, ZooKeeper, the benchmark process, and the system under
+  test.  A node, a bare reader, Bytewax (one worker) and Quix are single Python processes,
+  so each can use at most one core; Spark's `local[*]` uses both.  Where `cores busy` is
+  close to 2, adding nodes cannot add throughput on this machine: that is the machine's
+  limit, not the design's.  The node's CPU seconds per million fragments are the portable
+  figure.
+- Our state is the thesis's: per stream a safe offset and an ignore list, a record of about
+  100 bytes, written every commit interval whether or not the stream moved, so its rate
+  grows with the number of streams and not with traffic.  ZooKeeper fsyncs every write: the
+  `local disk written` of our rows is the ZooKeeper server's own disk writes (4 KiB pages),
+  when the run started the servers itself.
+- Peers keep the open sessions themselves in their state and persist them: Bytewax
+  snapshots, at every epoch, the window state of every key that changed into SQLite, Quix
+  writes every window update to a changelog topic and to RocksDB, Spark writes state-store
+  deltas per micro-batch.
+- Bytewax's `EventClock` keeps one watermark per key, moved by that key's own records and
+  by wall-clock time.  On replayed history a session closes early only if its key sends a
+  record more than 32 minutes (event time) later; every other session stays open until the
+  end of input, so Bytewax's live state, and the close at the end, grow with the input,
+  and its fragments/s fall as the input grows (`python -m benchmarks.peers --peers bytewax
+  --fragments N` at two sizes shows it).  Because wall time moves that watermark too, a
+  record read long (in wall time) after its key's latest one can fall behind it: Bytewax
+  sets it aside as late (`late_records` in `benchmarks/out/peers.json`) and writes the
+  session without it.  How many depends on the run's timing, not on the input, so a slow
+  run can differ from the batch definition where a fast one matches.
+- A number is only printed if it was measured in this run; a peer that failed shows its
+  error instead.
+"""

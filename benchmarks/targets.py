@@ -1,0 +1,174 @@
+"""Issue 16's targets beside this run's figures: one table for the terminal and RESULTS.md.
+
+`figures(payloads)` reads the scenarios' JSON payloads (by scenario name) and
+returns one row per figure of the issue's "Targets" table, plus the broker's
+own ceiling as the physical-limit rows: `figure`, `this_run` (formatted),
+`today` (the issue's figure before the work), `target`, and `met` (True/False,
+or None where the issue sets no target or the scenario did not run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["COLUMNS", "Figure", "figures"]
+
+Payload = dict[str, Any]
+COLUMNS = ("figure", "this_run", "today", "target", "met")
+NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One row of the targets table."""
+
+    figure: str
+    this_run: str
+    today: str
+    target: str
+    met: bool | None
+
+
+def _results(payloads: Mapping[str, Payload | None], name: str) -> list[dict[str, Any]]:
+    payload = payloads.get(name)
+    return list(payload.get("results", [])) if payload else []
+
+
+def _rate(value: float | None) -> str:
+    return NOT_RUN if value is None else f"{value:,.0f}"
+
+
+def _at_least(value: float | None, bound: float) -> bool | None:
+    return None if value is None else value >= bound
+
+
+def _node_row(payloads: Mapping[str, Payload | None], client: str) -> dict[str, Any] | None:
+    return next(
+        (
+            r
+            for r in _results(payloads, "nodes_vs_bare")
+            if r.get("workload") == "apache" and r.get("client") == client and r.get("n") == 1
+        ),
+        None,
+    )
+
+
+def _spark_per_core(payloads: Mapping[str, Payload | None]) -> float | None:
+    for row in _results(payloads, "peers"):
+        if row.get("workload") == "apache" and row.get("system") == "spark" and row.get("cpu_s"):
+            return float(row["fragments_per_s"]) * float(row["seconds"]) / float(row["cpu_s"])
+    return None
+
+
+def _node_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    targets = {"confluent": ("-", 60_000.0), "kafka-python": ("21,914", 35_000.0)}
+    for client, (today, bound) in targets.items():
+        row = _node_row(payloads, client)
+        rate = row["node_fragments_per_s"] if row else None
+        yield Figure(
+            f"1 node, {client} transport, fragments/s",
+            _rate(rate),
+            today,
+            f">= {bound:,.0f}",
+            _at_least(rate, bound),
+        )
+    for client in targets:
+        row = _node_row(payloads, client)
+        ratio = row["ratio"] if row else None
+        judged = client == "kafka-python"  # the issue only asks confluent's to be reported
+        yield Figure(
+            f"node / bare {client} reader, same run",
+            NOT_RUN if ratio is None else f"{ratio:.2f}",
+            "0.12" if judged else "-",
+            ">= 0.5" if judged else "report",
+            _at_least(ratio, 0.5) if judged else None,
+        )
+    spark = _spark_per_core(payloads)
+    for client in targets:
+        row = _node_row(payloads, client)
+        ours = row.get("node_per_core") if row else None
+        ratio = ours / spark if ours and spark else None
+        shown = NOT_RUN if ratio is None else f"{ratio:.2f} ({ours:,.0f} vs {spark:,.0f})"
+        yield Figure(
+            f"node per busy core / Spark's per busy core ({client})",
+            shown,
+            "≈ 0.9",
+            ">= 2.5",
+            _at_least(ratio, 2.5),
+        )
+
+
+def _memory_figure(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    payload = payloads.get("engine_memory")
+    summary = (payload or {}).get("summary_bytes") or {}
+    rows = (payload or {}).get("results") or []
+    bare = summary.get("per open session, without raw fragments")
+    per_raw = summary.get("per raw fragment (inside the grace)")
+    raw = next((r["raw_per_session"] for r in rows if r["engine"] == "this tree"), None)
+    shown = NOT_RUN
+    if bare is not None:
+        shown = f"{bare:,.0f} B + {raw or 0:.1f} raw x {per_raw or 0:,.0f} B"
+    minutes = (payload or {}).get("minutes", 20)
+    yield Figure(
+        f"memory per open session, WebSessions, {minutes}-minute sessions",
+        shown,
+        "≈ 3.3 KB and growing",
+        "<= 600 B + fragments within grace",
+        None if bare is None else bare <= 600,
+    )
+
+
+def _producer_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    ours = [
+        r for r in _results(payloads, "producer_workloads") if r["producer"] == "StreamProducer"
+    ]
+    for row in ours:
+        yield Figure(
+            f"producer / bare producer, {row['workload']}, {row['client']}",
+            f"{row['ratio_to_bare']:.2f}",
+            "0.53-0.81",
+            ">= 0.9",
+            row["ratio_to_bare"] >= 0.9,
+        )
+    for row in ours:
+        share = row["watermarks"] / row["records"] if row["records"] else 0.0
+        yield Figure(
+            f"watermark records, % of records, {row['workload']}, {row['client']}",
+            f"{share:.2%} ({row['watermarks']:,})",
+            "34% (generated)",
+            "<= 5%",
+            share <= 0.05,
+        )
+    if not ours:
+        yield Figure(
+            "producer / bare producer, both workloads", NOT_RUN, "0.53-0.81", ">= 0.9", None
+        )
+
+
+def _ceiling_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    rows = _results(payloads, "broker_ceiling")
+    for row in rows:
+        yield Figure(
+            f"physical limit: {row['tool']} (Java client, broker), records/s",
+            f"{row['records_per_s']:,.0f} ({row['mb_per_s']:,.1f} MB/s)",
+            "-",
+            "the ceiling",
+            None,
+        )
+    if not rows:
+        yield Figure("physical limit: Kafka perf-test tools", NOT_RUN, "-", "the ceiling", None)
+
+
+SOURCES: tuple[Callable[[Mapping[str, Payload | None]], Iterator[Figure]], ...] = (
+    _node_figures,
+    _memory_figure,
+    _producer_figures,
+    _ceiling_figures,
+)
+
+
+def figures(payloads: Mapping[str, Payload | None]) -> list[dict[str, Any]]:
+    """The targets table's rows, from whatever scenario payloads are present."""
+    return [asdict(figure) for source in SOURCES for figure in source(payloads)]

@@ -1,0 +1,35 @@
+"""run_all's plan: every reported scenario runs, at the sizes its mode promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.report import SCENARIOS
+from benchmarks.run_all import _plan
+
+
+def _args(quick: bool) -> object:
+    import argparse
+
+    return argparse.Namespace(
+        quick=quick,
+        fragments=30_000 if quick else 1_000_000,
+        failover_fragments=40_000 if quick else 200_000,
+        peer_timeout=1500.0,
+    )
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_reported_scenario_is_planned(quick: bool) -> None:
+    assert list(_plan(_args(quick))) == list(SCENARIOS)
+
+
+def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
+    quick = {name: arguments for name, (_, arguments) in _plan(_args(True)).items()}
+    assert quick["nodes_vs_bare"][-4:] == ["--workload", "apache", "--nodes", "1"]
+    assert "--clients" not in quick["nodes_vs_bare"]  # both clients, the default
+    assert quick["peers"][quick["peers"].index("--peers") + 1] == "spark"  # the per-core target
+    assert quick["engine_memory"] == ["--baseline", "none", "--visitors", "500"]
+    full = {name: arguments for name, (_, arguments) in _plan(_args(False)).items()}
+    assert full["profile_node"] == ["--fragments", "300000"]
+    assert full["nodes_vs_bare"] == ["--fragments", "1000000"]

@@ -1,0 +1,131 @@
+"""Issue 16's targets table from scenario payloads (benchmarks.targets), and the report it heads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.targets import NOT_RUN, figures
+
+
+def _node(client: str, rate: float, ratio: float, per_core: float) -> dict[str, Any]:
+    return {"workload": "apache", "client": client, "n": 1, "node_fragments_per_s": rate,
+            "ratio": ratio, "node_per_core": per_core}  # fmt: skip
+
+
+def _producer(workload: str, client: str, ratio: float, watermarks: int) -> dict[str, Any]:
+    return {"workload": workload, "client": client, "producer": "StreamProducer",
+            "ratio_to_bare": ratio, "watermarks": watermarks,
+            "records": 100_000 + watermarks}  # fmt: skip
+
+
+PAYLOADS: dict[str, Any] = {
+    "nodes_vs_bare": {
+        "results": [
+            _node("confluent", 70_000.0, 0.3, 80_000.0),
+            _node("kafka-python", 30_000.0, 0.6, 30_000.0),
+            {**_node("confluent", 1.0, 1.0, 1.0), "n": 2},  # not the 1-node row
+        ]
+    },
+    "peers": {
+        "results": [
+            {
+                "workload": "apache",
+                "system": "spark",
+                "fragments_per_s": 20_000.0,
+                "seconds": 50.0,
+                "cpu_s": 100.0,
+            },  # 10,000 fragments per CPU second
+        ]
+    },
+    "engine_memory": {
+        "minutes": 20,
+        "results": [{"engine": "this tree", "raw_per_session": 3.5}],
+        "summary_bytes": {
+            "per open session, without raw fragments": 1250.0,
+            "per raw fragment (inside the grace)": 930.0,
+        },
+    },
+    "producer_workloads": {
+        "results": [
+            _producer("apache", "confluent", 0.95, 500),
+            _producer("generated", "kafka-python", 0.6, 10_000),
+            {"producer": "bare KafkaProducer", "workload": "apache", "client": "kafka-python"},
+        ]
+    },
+    "broker_ceiling": {
+        "results": [
+            {"tool": "kafka-consumer-perf-test", "records_per_s": 600_000.0, "mb_per_s": 150.0}
+        ]
+    },
+}
+
+
+def _by_figure(payloads: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["figure"]: row for row in figures(payloads)}
+
+
+def test_each_figure_against_its_target() -> None:
+    rows = _by_figure(PAYLOADS)
+    assert rows["1 node, confluent transport, fragments/s"]["met"] is True
+    assert rows["1 node, confluent transport, fragments/s"]["this_run"] == "70,000"
+    assert rows["1 node, kafka-python transport, fragments/s"]["met"] is False
+    assert rows["node / bare kafka-python reader, same run"]["met"] is True
+    assert rows["node / bare confluent reader, same run"]["met"] is None  # "report" only
+    spark = rows["node per busy core / Spark's per busy core (confluent)"]
+    assert spark["this_run"].startswith("8.00") and spark["met"] is True
+    assert rows["node per busy core / Spark's per busy core (kafka-python)"]["met"] is True
+    memory = rows["memory per open session, WebSessions, 20-minute sessions"]
+    assert memory["met"] is False and memory["this_run"].startswith("1,250 B + 3.5 raw")
+    assert rows["producer / bare producer, apache, confluent"]["met"] is True
+    assert rows["producer / bare producer, generated, kafka-python"]["met"] is False
+    assert rows["watermark records, % of records, apache, confluent"]["met"] is True
+    assert rows["watermark records, % of records, generated, kafka-python"]["met"] is False
+    ceiling = rows["physical limit: kafka-consumer-perf-test (Java client, broker), records/s"]
+    assert ceiling["this_run"] == "600,000 (150.0 MB/s)"
+
+
+def test_a_scenario_not_run_is_shown_as_such() -> None:
+    rows = _by_figure({})
+    assert rows["1 node, confluent transport, fragments/s"]["this_run"] == NOT_RUN
+    assert all(row["met"] is None for row in rows.values())
+
+
+def test_report_renders_the_targets_from_the_output_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from benchmarks.report import render
+
+    monkeypatch.setenv("SESSIONIZER_BENCH_OUT", str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    payload = {**PAYLOADS["broker_ceiling"], "params": {"streams": 64}, "record_size": 250}
+    payload["results"][0].update(tool="kafka-consumer-perf-test", records=1000)
+    (tmp_path / "out" / "broker_ceiling.json").write_text(json.dumps(payload))
+    output = render(None, tmp_path / "report" / "RESULTS.md")
+    text = output.read_text()
+    assert "## Issue 16's targets, this run" in text
+    assert "| physical limit: kafka-consumer-perf-test" in text
+    assert "--streams 64" in text  # the ceiling's own section rendered with its command
+    assert "Not run in this run" in text  # every other section
+
+
+def test_zookeeper_simulation_finds_where_the_ensemble_is_the_limit() -> None:
+    from benchmarks.zookeeper_simulation import Costs, max_streams, run
+
+    costs = Costs.from_capacity(sets_per_s=2_000.0, sets_in_multis_per_s=10_000.0)
+    assert costs.write_s == pytest.approx(1e-4)
+    assert costs.request_s == pytest.approx(4e-4)
+    light = run(costs, 1_000, 4, 1.0)
+    assert light.writes_per_s == pytest.approx(1_000) and light.within(1.0)
+    heavy = run(costs, 20_000, 4, 1.0)
+    assert heavy.utilisation > 1.0 and not heavy.within(1.0)
+    limit = max_streams(costs, 4, 1.0)
+    assert 1_000 < limit < 10_000 and limit % 4 == 0
+    assert run(costs, limit, 4, 1.0).within(1.0)
+    assert not run(costs, limit + 400, 4, 1.0).within(1.0)
+    # a quarter of the streams moving: about four times the streams
+    assert max_streams(costs, 4, 0.25) == pytest.approx(4 * limit, rel=0.05)
