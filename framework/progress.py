@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
-from framework.kafka_settings import kafka_python_config
+from framework.kafka_settings import assigned_consumer
 from state.errors import CorruptStateError
 from state.record import StreamState
 
@@ -49,16 +49,7 @@ def end_offsets(
 ) -> dict[str, int]:
     """The end offset (next offset to be written) of each single-partition topic."""
     partitions = [TopicPartition(topic, 0) for topic in topics]
-    consumer = KafkaConsumer(
-        **kafka_python_config(
-            properties or {},
-            KafkaConsumer.DEFAULT_CONFIG,
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            client_id="sessionizer-status",
-        )
-    )
+    consumer = assigned_consumer(bootstrap, "sessionizer-status", properties or {})
     try:
         ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)
         return {tp.topic: offset for tp, offset in ends.items()}

@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
-from framework.kafka_settings import kafka_python_config
+from framework.kafka_settings import assigned_consumer
 from router.errors import RouterError
 
 __all__ = ["read_topics"]
@@ -27,16 +27,8 @@ def read_topics(
     waited for; raises `RouterError` if the end is not reached within `timeout`.
     """
     partitions = [TopicPartition(topic, 0) for topic in topics]
-    consumer = KafkaConsumer(
-        **kafka_python_config(
-            properties or {},
-            KafkaConsumer.DEFAULT_CONFIG,
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            client_id="sessionizer-readback",
-        )
+    consumer = assigned_consumer(
+        bootstrap, "sessionizer-readback", properties or {}, auto_offset_reset="earliest"
     )
     try:
         consumer.assign(partitions)

@@ -67,23 +67,16 @@ class KafkaPythonHandoverLog:
 
     def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
         """The record at `offset` if it is the stream's; `StateError` if not read in time."""
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import TopicPartition
         from kafka.errors import KafkaError
 
-        from framework.kafka_settings import kafka_python_config
+        from framework.kafka_settings import assigned_consumer
 
         deadline = time.monotonic() + timeout
         consumer = None
         try:
-            consumer = KafkaConsumer(
-                **kafka_python_config(
-                    self.properties,
-                    KafkaConsumer.DEFAULT_CONFIG,
-                    bootstrap_servers=self.bootstrap,
-                    group_id=None,
-                    enable_auto_commit=False,
-                    client_id=f"{self.client_id}-handover-reader",
-                )
+            consumer = assigned_consumer(
+                self.bootstrap, f"{self.client_id}-handover-reader", self.properties
             )
             partition = TopicPartition(self.topic, 0)
             consumer.assign([partition])

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.errors import KafkaError, OffsetOutOfRangeError
 
-from framework.kafka_settings import kafka_python_config
+from framework.kafka_settings import assigned_consumer
 from framework.node.errors import NodeError, PositionOutOfRange
 from framework.node.ports import SourceRecord
 
@@ -27,16 +27,8 @@ class KafkaRecordSource:
     def __init__(
         self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
     ) -> None:
-        self._consumer = KafkaConsumer(
-            **kafka_python_config(
-                properties or {},
-                KafkaConsumer.DEFAULT_CONFIG,
-                bootstrap_servers=bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="none",
-                client_id=client_id,
-            )
+        self._consumer = assigned_consumer(
+            bootstrap, client_id, properties or {}, auto_offset_reset="none"
         )
 
     def assign(self, positions: Mapping[str, int]) -> None:

@@ -27,13 +27,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from framework.kafka_settings import kafka_python_config
+from framework.kafka_settings import assigned_consumer
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -68,16 +67,8 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 def require_topic(bootstrap: str, topic: str, properties: Mapping[str, str] | None = None) -> None:
     """Raise `SessionsTopicError` unless Kafka answers at `bootstrap` and `topic` exists."""
     try:
-        consumer = KafkaConsumer(
-            **kafka_python_config(
-                properties or {},
-                KafkaConsumer.DEFAULT_CONFIG,
-                bootstrap_servers=bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                client_id="sessionizer-aggregate",
-                bootstrap_timeout_ms=10_000,
-            )
+        consumer = assigned_consumer(
+            bootstrap, "sessionizer-aggregate", properties or {}, bootstrap_timeout_ms=10_000
         )
         try:
             topics = consumer.topics()
