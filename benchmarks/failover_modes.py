@@ -46,6 +46,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,7 +193,6 @@ def _measure(
     ends = end_offsets(cluster.bootstrap, streams)
     starting = ["n1", "n2"] if case.joining else list(NODES)
     remaining = list(NODES) if case.joining else ["n1", "n3"]
-    fault = signal.SIGKILL if case.mode == "kill -9" else signal.SIGTERM
     with (
         NodeGroup(connection, directory, WEBLOG, session_timeout=args.session_timeout) as group,
         zookeeper_client(cluster.zk) as client,
@@ -200,34 +201,16 @@ def _measure(
             _start_nodes(group, starting, case, args.drain)
             _wait(watch, f"{len(starting)} nodes to balance and catch up on the first half", 600)
         rest = _Producer(connection, args.streams, fragments[half:], end=True)
-        owned: set[str] | None = None  # the streams that must move (a join's: any it is given)
-        if case.joining:
-            # Joined first, then traffic: the moves meet it, and the first half's open sessions.
-            signalled = time.time()
-            _start_nodes(group, ["n3"], case, args.drain)
-            _until_started(group, "n3", 120)
-            rest.start()
-        else:
-            rest.start()
-            while rest.sent < (len(fragments) - half) // 4 and rest.is_alive():
-                time.sleep(0.01)
-            owned = claims_by_owner(client, connection.paths).get("n2", set())
-            signalled = time.time()
-            group.nodes["n2"].send(fault)
+        owned, signalled = _move(group, client, connection, case, args, rest)
         rest.finish(600)
         ends = end_offsets(cluster.bootstrap, streams)
         with StateWatch(cluster.zk, connection, streams, ends, remaining) as watch:
             _wait(watch, f"{remaining} to take over and catch up", 900)
-        reference = signalled
-        if case.joining:  # from the joiner's start, not its interpreter's
-            reference = min(event_time(e) for e in group.nodes["n3"].events("node_started"))
-        events = [e for n in remaining for e in group.nodes[n].events()]
-        taken = resumed_since(events, signalled, owned)
-        written = [e for n in group.nodes.values() for e in n.events("handover_written")]
+        figures = _figures(group, remaining, signalled, owned, case.joining)
         exit_code = None
-        if not case.joining and fault == signal.SIGTERM:
+        if case.mode in (MODES["sigterm"], MODES["drain"]):  # n2 must exit, and say how
             exit_code = group.nodes["n2"].wait(timeout=120)
-    caught_up = max(watch.caught_up_at or 0, watch.balanced_at or 0) - reference
+    caught_up = max(watch.caught_up_at or 0, watch.balanced_at or 0) - figures["reference"]
     verdict = verify_sessions(
         read_sessions(cluster.bootstrap, connection.app, deduplicate=False),
         workload.expected(),
@@ -236,14 +219,61 @@ def _measure(
     return {
         "mode": case.mode,
         "handover": _switch(case.handover),
-        **move_figures(taken, reference, owned),
-        "handovers_written": sum(event_time(e) >= signalled for e in written),
+        **figures,
         "caught_up_s": caught_up,
-        "startup_s": reference - signalled,
         "duplicates": verdict.duplicates,
         "lost": verdict.lost,
         "exact": verdict.exact,
         "n2_exit": exit_code,
+    }
+
+
+def _move(
+    group: NodeGroup,
+    client: Any,
+    connection: ConnectionConfig,
+    case: Case,
+    args: argparse.Namespace,
+    rest: _Producer,
+) -> tuple[set[str] | None, float]:
+    """Start the second half and make the move; the streams that must move (None: a join's,
+    any it is given) and when the move was made."""
+    if case.joining:
+        # Joined first, then traffic: the moves meet it, and the first half's open sessions.
+        signalled = time.time()
+        _start_nodes(group, ["n3"], case, args.drain)
+        _until_started(group, "n3", 120)
+        rest.start()
+        return None, signalled
+    rest.start()
+    while rest.sent < len(rest.fragments) // 4 and rest.is_alive():
+        time.sleep(0.01)
+    owned = claims_by_owner(client, connection.paths).get("n2", set())
+    signalled = time.time()
+    group.nodes["n2"].send(signal.SIGKILL if case.mode == "kill -9" else signal.SIGTERM)
+    return owned, signalled
+
+
+def _figures(
+    group: NodeGroup,
+    remaining: list[str],
+    signalled: float,
+    owned: set[str] | None,
+    joining: bool,
+) -> dict[str, Any]:
+    """What the logs say about the move: resume times from the reference, replays, handovers."""
+    reference = signalled
+    if joining:  # from the joiner's start, not its interpreter's
+        reference = min(event_time(e) for e in group.nodes["n3"].events("node_started"))
+    events = [e for n in remaining for e in group.nodes[n].events()]
+    taken = resumed_since(events, signalled, owned)
+    written = [e for n in group.nodes.values() for e in n.events("handover_written")]
+    return {
+        **move_figures(taken, reference, owned),
+        "handovers_written": sum(event_time(e) >= signalled for e in written),
+        "reasons": dict(Counter(str(e.get("reason")) for e in taken)),
+        "reference": reference,
+        "startup_s": reference - signalled,
     }
 
 
@@ -280,6 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--handover", nargs="+", choices=["on", "off"], default=["on", "off"])
+    parser.add_argument("--logs", help="keep the nodes' logs here (default: deleted)")
     args = parser.parse_args(argv)
     cases = _cases(args)
     load_before = load_average()
@@ -287,13 +318,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workload = load(args.workload, args.fragments)
     summary = workload.summary()
     runs: list[dict[str, Any]] = []
-    with bench_cluster() as cluster, tempfile.TemporaryDirectory() as scratch:
+    logs = nullcontext(args.logs) if args.logs else tempfile.TemporaryDirectory()
+    with bench_cluster() as cluster, logs as scratch:
         for i in range(args.repeat):
             for case in cases:  # interleaved, so that machine noise hits every case alike
                 name = f"{case.mode}, handover {_switch(case.handover)}"
                 progress(f"{name}: run {i + 1}/{args.repeat}...")
                 directory = Path(scratch) / f"run{i}-{uuid.uuid4().hex[:6]}"
-                directory.mkdir()
+                directory.mkdir(parents=True)
                 runs.append(_one_run(cluster, workload, case, args, directory))
                 last = runs[-1]
                 progress(

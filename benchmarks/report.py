@@ -43,8 +43,12 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "engine_memory": ("Memory per open session (long sessions)", _LIMITS.engine_memory),
     "zookeeper_commits": ("ZooKeeper: commits, capacity, a simulation", _LIMITS.zookeeper_commits),
     "peers": ("Peers: Bytewax, Quix Streams, Spark Structured Streaming", _SCENARIOS.peers),
-    "failover_modes": ("Failover: kill -9, SIGTERM, SIGTERM --drain", _SCENARIOS.failover),
+    "failover_modes": (
+        "Failover and planned moves: kill -9, SIGTERM, --drain, join; with and without handover",
+        _SCENARIOS.failover,
+    ),
     "scaling": ("Scaling of cost with streams and nodes", _SCENARIOS.scaling),
+    "skew": ("Skewed traffic: --balance count against --balance load", _SCENARIOS.skew),
 }
 SCENARIOS = tuple(SECTIONS)
 

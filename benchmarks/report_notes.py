@@ -45,9 +45,32 @@ NOTES = {
     ),
     "failover_modes": (
         "Three nodes sessionize the first half of the workload; the second half is produced "
-        "while they consume and, a quarter of the way in, node n2 is stopped while busy.  "
-        "Times run from the signal.  `records replayed`: what the survivors re-read from the "
-        "safe offsets (open sessions are rebuilt from the log, never shipped)."
+        "while they consume and, a quarter of the way in, node n2 is stopped while busy "
+        "(kill -9, SIGTERM, SIGTERM with `--drain`).  In the join rows only n1 and n2 ran the "
+        "first half, and n3 joins just before the second.  Every planned move runs with "
+        "`--handover on` on every node (the giver hands each open engine over, the next "
+        "owner reads from the committed offset) and with `--handover off` (the next owner "
+        "replays from the safe offset, as after a crash, which kill -9 always does).  Times "
+        "run from the signal (join: from n3's `node_started`) to the moved streams' "
+        "`stream_resumed` on their new owners (state loaded, handover used or not), and to "
+        "every stream committed at its end offset (`caught up`).  `records replayed`: the "
+        "sum of `replay` over the moved streams' `stream_resumed` events; `resumed from a "
+        "handover`: moved streams that had open sessions and got them handed over (a stream "
+        "with nothing open needs none)."
+    ),
+    "skew": (
+        "16 streams, 4 of them carrying about 70% of the fragments (the workload's keys "
+        "filtered by the routing hash), written at a steady rate while n1 runs alone until "
+        "every stream has a published load, then n2 joins, then n3; each phase ends when the "
+        "group has been steady for one balance interval (`load`: every node within the "
+        "tolerance of the mean).  Run once with every node on `--balance count` and once "
+        "on `--balance load`.  `node loads`: each node's streams' published fragments/s "
+        "(`status --json` `node_loads`), averaged over the steady stretch; `streams moved`: "
+        "streams released from the join to the end of the phase; `settled s`: from the "
+        "joiner's `node_started` to the start of the steady stretch.  Under `count` the "
+        "imbalance depends on which streams the joiner happens to take: one run can be "
+        "lucky, the load policy does not depend on luck.  The sessions written are checked "
+        "against the batch definition of what was sent (`exact`)."
     ),
     "scaling": (
         "Per stream count the workload is produced once, then sessionized by 1..4 nodes in "

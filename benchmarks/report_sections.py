@@ -230,9 +230,12 @@ def _failover(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
         "on their new owners, and to every stream committed at its end offset."
     )
     text += _handover_lines(rows)
-    labels = [f"{r['mode']}\n{'handover ' + r['handover'] if r.get('handover', '-') != '-' else ''}"
-              for r in rows]  # fmt: skip
-    figure, (left, right) = plt().subplots(1, 2, figsize=(12, 3.8))
+    labels = [
+        r["mode"].replace(" --", "\n--")
+        + (f"\nhandover {r['handover']}" if r.get("handover", "-") != "-" else "")
+        for r in rows
+    ]
+    figure, (left, right) = plt().subplots(1, 2, figsize=(14, 4.2))
     bars(
         left,
         labels,
@@ -244,7 +247,8 @@ def _failover(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     )
     left.set_ylabel("seconds after the signal / join")
     left.set_title("Moves of one of 3 nodes' streams mid-traffic")
-    bars(right, labels, {"records replayed": [r["replayed"] for r in rows]})
+    whole = [r["replayed"] for r in rows]
+    bars(right, labels, {"records replayed": whole}, label=lambda v: f"{v:,.0f}")
     right.set_ylabel("records")
     right.set_title("Records the new owners re-read")
     for ax in (left, right):

@@ -6,17 +6,19 @@
 Scenarios, in order (each is also a command of its own, `python -m
 benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
 profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
-scaling.  Both Kafka transports (confluent-kafka and kafka-python) run side by
+scaling, skew.  Both Kafka transports (confluent-kafka and kafka-python) run side by
 side wherever a node or a producer does.  One local ZooKeeper + Kafka serves
 them all (or the servers in SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP), so every
 comparison is made on the same cluster in the same run.
 
 Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
 300,000, failover 200,000 with 3 repeats), every workload, 1/2/4 nodes, every
-peer.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
+peer, failover with and without handover, skew from 400,000 fragments at
+1,000/s.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
 machine): 30,000 fragments, the apache workload and one node where the targets
 only need that, Spark as the only peer (its per-core figure is a target), the
-scaling grid cut to 16 and 288 streams on 1 and 2 nodes.  Each peer gets
+scaling grid cut to 16 and 288 streams on 1 and 2 nodes, failover once per
+case, skew from 200,000 fragments at 800/s.  Each peer gets
 `--peer-timeout` seconds per workload (1,500 by default).  A scenario that
 fails is reported as failed; the others still run.  The report is rewritten
 after every scenario, and at the end the issue-16 targets table is printed:
@@ -54,6 +56,7 @@ from benchmarks import (
     producer_workloads,
     profile_node,
     scaling,
+    skew,
     zookeeper_commits,
 )
 from benchmarks.common import OUT_ENV, out_dir, progress, write_json
@@ -100,6 +103,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
             ),
             "failover_modes": (failover_modes.main, [*failover, "--repeat", "1"]),
             "scaling": (scaling.main, [*size, "--streams", "16", "288", "--nodes", "1", "2"]),
+            "skew": (skew.main, ["--fragments", "200000", "--rate", "800"]),
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
@@ -112,6 +116,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "peers": (peers.main, [*size, *peer_timeout]),
         "failover_modes": (failover_modes.main, [*failover, "--repeat", "3"]),
         "scaling": (scaling.main, size),
+        "skew": (skew.main, []),
     }
 
 

@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,8 +171,8 @@ class Phase:
 
 def _phase(
     client: KazooClient,
-    connection: ConnectionConfig,
     group: NodeGroup,
+    traffic: Traffic,
     members: list[str],
     policy: str,
     args: argparse.Namespace,
@@ -179,23 +180,30 @@ def _phase(
     """Readings every 0.5 s until the steady stretch has held one interval, or `--settle`."""
     deadline = time.monotonic() + args.settle
     stretch: list[dict[str, float]] = []
+    recent: deque[tuple[float, dict[str, float]]] = deque()  # the last interval's readings
     since = 0.0
     while time.monotonic() < deadline:
         dead = [n for n in members if n not in group.running()]
         if dead:
             raise RuntimeError(f"node(s) {dead} exited; logs in {group.nodes[dead[0]].log_path}")
-        loads = node_loads(client, connection, members)
+        if traffic.sent >= len(traffic.fragments):  # idle nodes would look balanced
+            raise RuntimeError("the traffic ran out before the phase ended: raise --fragments")
+        loads = node_loads(client, group.connection, members)
+        now = time.time()
+        if loads is not None:
+            recent.append((now, loads))
+        while recent and recent[0][0] < now - args.interval:
+            recent.popleft()
         if loads is None or (policy == "load" and not within_tolerance(loads, TOLERANCE)):
             stretch = []
         else:
-            since = since if stretch else time.time()
+            since = since if stretch else now
             stretch.append(loads)
-            if time.time() - since >= args.interval:
+            if now - since >= args.interval:
                 return Phase(stretch, True, since)
         time.sleep(0.5)
-    # Not steady in time: the last interval's readings that had every stream's load.
-    last = node_loads(client, connection, members)
-    return Phase(stretch or ([last] if last else []), False, time.time())
+    # Not steady in time: what the last interval's complete readings show.
+    return Phase([loads for _, loads in recent], False, time.time())
 
 
 def _one_policy(
@@ -238,10 +246,8 @@ def _measure(
             joined = time.time()
             group.start(members[-1], *flags)
             progress(f"    {policy}: {len(members)} nodes...")
-            phase = _phase(client, connection, group, members, policy, args)
+            phase = _phase(client, group, traffic, members, policy, args)
             phases.append((members, joined, phase, time.time()))
-        if traffic.sent >= len(pool):
-            raise RuntimeError("the traffic ran out before the last phase ended: raise --fragments")
         traffic.stop()
         _until(lambda: _caught_up(client, connection, streams), 600, "the nodes to catch up")
         events = [e for node in group.nodes.values() for e in node.events()]
