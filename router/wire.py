@@ -39,6 +39,7 @@ __all__ = [
     "KIND_HEADER",
     "WATERMARK_KIND",
     "Watermark",
+    "decode_parts",
     "decode_record",
     "encode_fragment",
     "encode_watermark",
@@ -112,6 +113,28 @@ def decode_record(
     offset: int | None = None,
 ) -> ParsedFragment | Watermark:
     """Decode one record, or raise `UndecodableRecord` (the caller dead-letters it)."""
+    item = decode_parts(key, value, headers, timestamp_ms, offset=offset)
+    if isinstance(item, Watermark):
+        return item
+    try:
+        return ParsedFragment(*item)
+    except ValueError as exc:  # `decode_parts` covers it today; kept if it grows new checks
+        raise UndecodableRecord("bad-fragment", str(exc), offset=offset) from exc
+
+
+def decode_parts(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes]] | None,
+    timestamp_ms: int,
+    *,
+    offset: int | None = None,
+) -> tuple[str, int, dict[str, Any]] | Watermark:
+    """`decode_record` without the `ParsedFragment`: a fragment as (key, event time, fields).
+
+    The node's per-record path: the checks are the same, the parts go straight on
+    to the engine.
+    """
     kind = _kind(headers, offset)
     if kind == WATERMARK_KIND:
         return _watermark(_unpack(value, offset), offset)
@@ -130,10 +153,7 @@ def decode_record(
     bad_name = _first_non_str(fields)
     if bad_name is not None:
         _fail("bad-field-name", f"field name {_show(bad_name[0])} is not a string", offset)
-    try:
-        return ParsedFragment(text_key, timestamp_ms, fields)
-    except ValueError as exc:  # the checks above cover it today; kept if it grows new ones
-        raise UndecodableRecord("bad-fragment", str(exc), offset=offset) from exc
+    return text_key, timestamp_ms, fields
 
 
 def _kind(headers: Any, offset: int | None) -> Any:

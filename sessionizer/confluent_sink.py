@@ -110,7 +110,7 @@ class ConfluentSink(BrokerSink):
         report = self._delivered
         if isinstance(item, DeadLetter):
             report = lambda error, message: self._letter_delivered(error, item)  # noqa: E731
-        deadline = time.monotonic() + self.delivery_timeout
+        deadline = None  # set at the first full queue: no clock read per send
         while True:
             try:
                 self._producer.produce(
@@ -118,7 +118,10 @@ class ConfluentSink(BrokerSink):
                 )
                 break
             except BufferError:  # the local queue is full: serve delivery reports, then retry
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.delivery_timeout
+                elif now >= deadline:
                     full = f"cannot send to {topic}: the local queue stayed full"
                     raise SinkError(full) from None
                 self._producer.poll(0.1)
@@ -127,8 +130,8 @@ class ConfluentSink(BrokerSink):
                     self._refused(item, str(exc))
                     return
                 raise SinkError(f"cannot send to {topic} ({exc}); the stream is rewound") from exc
-        if isinstance(item, FinishedSession):
-            self._sessions[item.session_id.encode()] = item
+        if isinstance(item, FinishedSession) and key is not None:
+            self._sessions[key] = item  # `emit` keys a session by its id in UTF-8
         self._producer.poll(0)  # serve delivery reports as we go
 
     def _delivered(self, error: KafkaError | None, message: Any) -> None:

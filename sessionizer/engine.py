@@ -240,10 +240,12 @@ class SessionEngine:
     def _too_far_ahead(self, event_time: int) -> bool:
         """Return True if `event_time` is more than `max_lead` ahead of stream time."""
         lead = self.timing.max_lead_ms
+        if lead is None:  # the default: no clock to look at, for every record
+            return False
         # Several producers: of the fastest producer's clock, at least.
         reference = self._clocks.lead_reference(self._stream_time)
         # A stream's first event time has nothing to be measured against: it is taken.
-        if lead is None or reference is None:
+        if reference is None:
             return False
         return event_time - reference > lead
 

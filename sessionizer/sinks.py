@@ -93,6 +93,11 @@ class SessionSink(Protocol):
         ...
 
 
+# `json.dumps` with any option builds a new encoder per call; one made once encodes the
+# same bytes (the encoder keeps no state between calls) without that cost per session.
+_SESSION_JSON: Final = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False)
+
+
 def encode_session(
     session: FinishedSession, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> bytes:
@@ -103,7 +108,7 @@ def encode_session(
     unsendable, which is the same on every replay of the session.
     """
     try:
-        text = json.dumps(session.to_dict(), sort_keys=True, default=str, allow_nan=False)
+        text = _SESSION_JSON.encode(session.to_dict())
     except (TypeError, ValueError, RecursionError) as exc:
         raise UnsendableSession("session-unencodable", f"{type(exc).__name__}: {exc}") from exc
     value = text.encode()  # ensure_ascii: plain ASCII

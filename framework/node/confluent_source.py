@@ -29,7 +29,9 @@ _BOUNDS_TIMEOUT_S = 10.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per record, and a frozen dataclass's __init__ costs about
+# twice as much (object.__setattr__ per field).  Nothing assigns to one after it is made.
+@dataclass(slots=True)
 class _Record:
     topic: str
     offset: int
@@ -81,6 +83,8 @@ class ConfluentRecordSource:
             raise NodeError(f"reading the streams failed ({exc!r}); retrying") from exc
         batches: dict[str, list[SourceRecord]] = {}
         outside: dict[str, int] = {}
+        batch: list[SourceRecord] = []
+        batch_topic = None
         for message in messages:
             error = message.error()
             topic = message.topic() or ""
@@ -89,7 +93,10 @@ class ConfluentRecordSource:
                     outside[topic] = self._positions[topic]
                     continue
                 raise NodeError(f"reading {topic or 'the streams'} failed ({error}); retrying")
-            batches.setdefault(topic, []).append(
+            if topic != batch_topic:  # runs of one topic: one dict lookup per run, not per record
+                batch_topic = topic
+                batch = batches.setdefault(topic, [])
+            batch.append(
                 _Record(
                     topic,
                     message.offset() or 0,  # None only on error messages, handled above

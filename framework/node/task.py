@@ -9,7 +9,7 @@ from framework.node.ports import SourceRecord
 from framework.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
-from router.wire import decode_record, encode_fragment
+from router.wire import decode_parts, encode_fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import (
@@ -85,29 +85,24 @@ class StreamTask:
 
     def handle(self, record: SourceRecord) -> list[Output]:
         """Process one record of this stream; return what it produced."""
+        offset = record.offset
         try:
-            item = decode_record(
-                record.key, record.value, record.headers, record.timestamp, offset=record.offset
+            item = decode_parts(
+                record.key, record.value, record.headers, record.timestamp, offset=offset
             )
         except UndecodableRecord as exc:
-            self.position = record.offset + 1
+            self.position = offset + 1
             self.dead_letters += 1
-            return [
-                DeadLetter(
-                    self.stream, record.offset, exc.reason, str(exc), record.key, record.value
-                )
-            ]
-        # The decoded parts go straight to the engine: no second record object.
+            return [DeadLetter(self.stream, offset, exc.reason, str(exc), record.key, record.value)]
+        # The decoded parts go straight to the engine: no record object in between.
         if isinstance(item, Watermark):
             produced = self.engine.process_watermark(
-                record.offset, item.timestamp_ms, item.end, item.producer, item.marker
+                offset, item.timestamp_ms, item.end, item.producer, item.marker
             )
         else:
-            produced = self.engine.process_fragment(
-                record.offset, item.key, item.timestamp_ms, item.fields
-            )
+            produced = self.engine.process_fragment(offset, *item)
         outputs = [self._output(out) for out in produced] if produced else []
-        self.position = record.offset + 1
+        self.position = offset + 1
         return outputs
 
     def snapshot(self) -> StreamState:
