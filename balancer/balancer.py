@@ -24,6 +24,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer import claims, plan
 from balancer.config import BalancerConfig, BalancerListener
+from balancer.drain import DrainPace
 from balancer.errors import BalancerError, DuplicateConsumer
 from balancer.fencing import StreamLease
 from balancer.holdings import Holdings
@@ -79,7 +80,7 @@ class Balancer:
         self._due: float | None = None  # when the current state's work runs next
         self._again = False  # a pass was asked for while one was running
         self._draining = False
-        self._drain_interval = 0.0
+        self._drain = DrainPace.over(0.0, 0, 0.0)  # replaced when a drain starts
         self._joining_since: float | None = None
         self._watching = False
         self._log = structlog.get_logger(__name__).bind(node=config.consumer_id)
@@ -169,7 +170,7 @@ class Balancer:
         if self._draining or self.state in (S.STOPPED, S.DRAINED, S.CLOSED):
             return
         self._draining = True
-        self._drain_interval = seconds / max(1, len(self._held.leases))
+        self._drain = DrainPace.over(seconds, len(self._held.leases), time.monotonic())
         self._log.info("drain_started", seconds=seconds, streams=len(self._held.leases))
         if self.state is S.PAUSED:
             self._resume_to = S.DRAINING
@@ -455,7 +456,7 @@ class Balancer:
             self._due = None
             return
         self._held.release_cheapest()
-        self._due = time.monotonic() + self._drain_interval
+        self._due = self._drain.step_done()  # from the drain's start: the steps' work adds nothing
 
     def _publish_loads(self) -> None:
         """Write the loads of the streams we hold (count policy too: `status` shows them)."""

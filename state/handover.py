@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -40,6 +42,7 @@ __all__ = [
     "HandoverStore",
     "MemoryHandoverLog",
     "MemoryPointers",
+    "Written",
     "checksum",
 ]
 
@@ -164,11 +167,16 @@ class HandoverPointer:
         return pointer
 
 
+Written = int | StateError
+"""One record's outcome: its offset once durably acknowledged, or why it is not."""
+
+
 class HandoverLog(Protocol):
     """Where the records are (the `<app>.handover` topic, keyed by stream)."""
 
-    def write(self, stream: str, data: bytes, timeout: float) -> int:
-        """Store a record; return its offset once it is durably acknowledged (else raise)."""
+    def write_many(self, records: Sequence[tuple[str, bytes]], timeout: float) -> list[Written]:
+        """Send every (stream, bytes) record, then wait once, `timeout` in all, for them to be
+        durably acknowledged; per record, in order, its offset or the `StateError` why not."""
         ...
 
     def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
@@ -181,6 +189,13 @@ class HandoverPointers(Protocol):
 
     def write(self, stream: str, pointer: HandoverPointer) -> None:
         """Store the stream's pointer, replacing the previous one."""
+        ...
+
+    def write_many(
+        self, pointers: Mapping[str, HandoverPointer], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Store several streams' pointers in as few round trips as possible, within `timeout`;
+        the outcome per stream (None: written)."""
         ...
 
     def read(self, stream: str) -> HandoverPointer | None:
@@ -204,14 +219,54 @@ class HandoverStore:
         """Longest wait for the record's acknowledgement, or for reading it back."""
 
     def put(self, record: HandoverRecord, *, timeout: float | None = None) -> HandoverPointer:
-        """Write the record, then (acknowledged) the pointer; return the pointer."""
-        data = record.encode()
-        offset = self.log.write(record.stream, data, self.timeout if timeout is None else timeout)
-        pointer = HandoverPointer(
-            record.epoch, record.committed_offset, offset, len(data), checksum(data)
+        """Write the record, then (acknowledged) the pointer; return the pointer (else raise)."""
+        outcome = self.put_many([record], timeout=timeout)[record.stream]
+        if isinstance(outcome, StateError):
+            raise outcome
+        return outcome
+
+    def put_many(
+        self, records: Sequence[HandoverRecord], *, timeout: float | None = None
+    ) -> dict[str, HandoverPointer | StateError]:
+        """Write all the records and wait for their acknowledgements once, then the pointers of
+        the acknowledged ones; per stream its pointer, or the `StateError` why it has none.
+
+        A pointer is only written for a record that was durably acknowledged, and all of it
+        happens within one `timeout`: a stream whose record or pointer failed is replayed.
+        """
+        if not records:
+            return {}
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        encoded = [(record, record.encode()) for record in records]
+        written = self.log.write_many(
+            [(record.stream, data) for record, data in encoded],
+            max(0.0, deadline - time.monotonic()),
         )
-        self.pointers.write(record.stream, pointer)
-        return pointer
+        outcomes: dict[str, HandoverPointer | StateError] = {}
+        pointers: dict[str, HandoverPointer] = {}
+        for (record, data), offset in zip(encoded, written, strict=True):
+            if isinstance(offset, StateError):
+                outcomes[record.stream] = offset
+                continue
+            pointers[record.stream] = HandoverPointer(
+                record.epoch, record.committed_offset, offset, len(data), checksum(data)
+            )
+        left = deadline - time.monotonic()
+        if pointers and left <= 0:
+            for stream in pointers:
+                outcomes[stream] = StateError(
+                    f"stream {stream}: handover pointer not written, no time left; "
+                    "the next owner replays"
+                )
+            return outcomes
+        stored = self.pointers.write_many(pointers, left) if pointers else {}
+        for stream, pointer in pointers.items():
+            if stream not in stored:
+                outcomes[stream] = StateError(f"stream {stream}: handover pointer not confirmed")
+                continue
+            error = stored[stream]
+            outcomes[stream] = pointer if error is None else error
+        return outcomes
 
     def fetch(
         self, stream: str, epoch: int, committed_offset: int, *, timeout: float | None = None
@@ -254,8 +309,18 @@ class MemoryHandoverLog:
         self._lock = threading.Lock()
         self.records: list[tuple[str, bytes]] = []
 
-    def write(self, stream: str, data: bytes, timeout: float) -> int:
-        """Append; return the offset."""
+    def write_many(self, records: Sequence[tuple[str, bytes]], timeout: float) -> list[Written]:
+        """Append each; return their offsets (or the `StateError` a test's `write` raised)."""
+        outcomes: list[Written] = []
+        for stream, data in records:
+            try:
+                outcomes.append(self.write(stream, data))
+            except StateError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    def write(self, stream: str, data: bytes) -> int:
+        """Append one record; return its offset."""
         with self._lock:
             self.records.append((stream, data))
             return len(self.records) - 1
@@ -278,6 +343,16 @@ class MemoryPointers:
     def write(self, stream: str, pointer: HandoverPointer) -> None:
         """Store the pointer (as the JSON text ZooKeeper would hold)."""
         self.pointers[stream] = json.dumps(pointer.to_json())
+
+    def write_many(
+        self, pointers: Mapping[str, HandoverPointer], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Store each pointer."""
+        outcomes: dict[str, StateError | None] = {}
+        for stream, pointer in pointers.items():
+            self.write(stream, pointer)
+            outcomes[stream] = None
+        return outcomes
 
     def read(self, stream: str) -> HandoverPointer | None:
         """The stream's pointer, if any."""

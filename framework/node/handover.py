@@ -1,8 +1,9 @@
 """`NodeHandover`: a node's side of handovers on planned moves (docs/nodes.md, "Planned moves").
 
-Giving (`give`, from `Node.on_revoked`, after the release's commit): a stream
-whose engine is exactly at its last commit is exported, written to the
-handover log (acknowledged), then its pointer; the claim is released after.
+Giving (`give`, from `Node.on_revoked`, after the release's commit): each stream
+whose engine is exactly at its last commit is exported; all their records are
+sent to the handover log and acknowledged together (one wait), then the
+pointers of the acknowledged ones are written; the claims are released after.
 Taking (`resume`, from `Node.on_assigned`, after the state is loaded): the
 record is used only if its pointer matches the loaded epoch and committed
 offset, its bytes match the pointer, and the restored engine agrees with the
@@ -25,7 +26,7 @@ from framework.node.task import StreamTask
 from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
 from sessionizer.processor import StreamProcessor
 from state.errors import StateError
-from state.handover import HandoverMissing, HandoverRecord, HandoverStore
+from state.handover import HandoverMissing, HandoverPointer, HandoverRecord, HandoverStore
 from state.record import StreamState
 from state.store import FencedStateStore, StateStore
 
@@ -75,11 +76,16 @@ class NodeHandover:
     # -- giving ------------------------------------------------------------------
 
     def give(self, tasks: Sequence[StreamTask], store: StateStore) -> None:
-        """Hand over each task whose engine is exactly at its last commit (after the commit)."""
+        """Hand over each task whose engine is exactly at its last commit (after the commit).
+
+        All the records are sent before any acknowledgement is awaited, and the pointers
+        of the acknowledged ones are written together: one wait, one deadline per release.
+        """
         if self.store is None or not self.enabled or not isinstance(store, FencedStateStore):
             return
         # One deadline for the whole release: a shutdown stays bounded whatever Kafka does.
         self.start_batch()
+        records: list[HandoverRecord] = []
         for task in tasks:
             version = store.version(task.stream)
             if version is None or task.replaying or task.unsent:
@@ -88,39 +94,47 @@ class NodeHandover:
                 continue  # the engine moved past the last commit (its commit failed)
             if task.committed.safe_offset >= task.committed.committed_offset:
                 continue  # nothing to replay: the next owner needs no handover
-            self._give(task, version + 1)
+            engine = self._export(task)
+            if engine is not None:
+                records.append(HandoverRecord(task.stream, version + 1, task.position, engine))
+        if records:
+            self._put(records)
 
-    def _give(self, task: StreamTask, next_epoch: int) -> None:
-        assert self.store is not None
+    def _export(self, task: StreamTask) -> bytes | None:
         try:
-            engine = export_engine(task.engine)
+            return export_engine(task.engine)
         except HandoverUnavailable as exc:
             self._count("undumpable")
             if not self._warned:  # once per node: it is the processor, not the stream
                 self._warned = True
                 self.log.warning("handover_unavailable", stream=task.stream, reason=exc.reason)
-            return
+            return None
+
+    def _put(self, records: list[HandoverRecord]) -> None:
+        assert self.store is not None
         left = self._deadline - time.monotonic()
         if left <= 0:
-            self._count("write_failed")
-            self.log.warning("handover_failed", stream=task.stream, error="no time left")
-            return
-        record = HandoverRecord(task.stream, next_epoch, task.position, engine)
-        try:
-            pointer = self.store.put(record, timeout=left)
-        except StateError as exc:
-            self._count("write_failed")
-            self.log.warning("handover_failed", stream=task.stream, error=str(exc))
-            return
-        self._count("written")
-        self.log.info(
-            "handover_written",
-            stream=task.stream,
-            epoch=next_epoch,
-            committed_offset=task.position,
-            bytes=pointer.size,
-            record_offset=pointer.offset,
-        )
+            outcomes: dict[str, HandoverPointer | StateError] = {
+                record.stream: StateError(f"stream {record.stream}: no time left for a handover")
+                for record in records
+            }
+        else:
+            outcomes = self.store.put_many(records, timeout=left)
+        for record in records:
+            outcome = outcomes[record.stream]
+            if isinstance(outcome, StateError):
+                self._count("write_failed")
+                self.log.warning("handover_failed", stream=record.stream, error=str(outcome))
+                continue
+            self._count("written")
+            self.log.info(
+                "handover_written",
+                stream=record.stream,
+                epoch=record.epoch,
+                committed_offset=record.committed_offset,
+                bytes=outcome.size,
+                record_offset=outcome.offset,
+            )
 
     # -- taking ------------------------------------------------------------------
 

@@ -76,6 +76,8 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
         stack.callback(handover_log.close)
         pointers = ZooKeeperPointers(client, connection.paths.active_streams)
         handover = HandoverStore(handover_log, pointers)
+        if config.handover:  # in the background: a planned move then pays no client start-up
+            handover_log.open(handover.timeout)
         balancer_config = BalancerConfig(
             zk_hosts=connection.zk,
             app=connection.app,
@@ -138,7 +140,7 @@ def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
 def _handover_log(
     config: NodeConfig, client_id: str
 ) -> KafkaPythonHandoverLog | ConfluentHandoverLog:
-    """The handover topic through the node's Kafka client (its producer opens at first use)."""
+    """The handover topic through the node's Kafka client (`open` starts its clients)."""
     connection = config.connection
     args = (connection.bootstrap, handover_topic(connection.app))
     properties = connection.kafka_config

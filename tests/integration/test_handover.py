@@ -56,6 +56,9 @@ def _leave(signum: signal.Signals, *flags: str) -> Callable[..., list[str]]:
         streams = streams_of(connection.app, STREAMS)
         for node in ("n1", "n2", "n3"):
             group.start(node, "--kafka-client", client, *(flags if node == "n2" else ()))
+        # Traffic only once all three share the streams: a start-up rebalance after it began
+        # would be a planned move of its own (with handovers), before the one under test.
+        wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), SETTLE_S, "start")
         _produce(connection, first, end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), SETTLE_S, "catch-up")
         group.nodes["n2"].send(signum)
@@ -73,6 +76,7 @@ def _join(
     streams = streams_of(connection.app, STREAMS)
     for node in ("n1", "n2"):
         group.start(node, "--kafka-client", client)
+    wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), SETTLE_S, "start")
     _produce(connection, first, end=False)
     wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), SETTLE_S, "catch-up")
     group.start("n3", "--kafka-client", client)

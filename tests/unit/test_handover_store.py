@@ -94,7 +94,7 @@ def test_a_record_that_does_not_match_its_pointer_is_corrupt_and_a_lost_one_miss
 
 
 class FailingLog(MemoryHandoverLog):
-    def write(self, stream: str, data: bytes, timeout: float) -> int:
+    def write(self, stream: str, data: bytes) -> int:
         raise StateError(f"stream {stream}: not acknowledged (told to)")
 
     def read(self, stream: str, offset: int, timeout: float) -> bytes | None:

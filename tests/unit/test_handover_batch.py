@@ -1,0 +1,409 @@
+"""A release hands its streams over in one go: every record is sent before one wait for the
+acknowledgements, then the pointers of the acknowledged ones are written together; a stream
+whose record failed gets no pointer (its next owner replays), the others do.  The taker reads
+every record with one reader."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kafka.errors import KafkaTimeoutError
+from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+
+from framework import kafka_settings
+from framework.node.node import Node
+from router.generator import generate_fragments
+from sessionizer.examples.weblog import WebSessions
+from sessionizer.records import FinishedSession
+from sessionizer.sinks import MemorySink
+from state.errors import StateError
+from state.handover import (
+    HandoverPointer,
+    HandoverRecord,
+    HandoverStore,
+    MemoryHandoverLog,
+    MemoryPointers,
+    Written,
+)
+from state.handover_kafka import ConfluentHandoverLog, KafkaPythonHandoverLog
+from state.handover_zookeeper import ZooKeeperPointers
+from state.store import VersionedMemory
+from tests.unit.node_fakes import FakeLog, node_config, parts, traffic_log
+
+STREAMS = 4
+FRAGMENTS = list(generate_fragments(160, seed=11))
+THREE = ["app.stream.0001", "app.stream.0002", "app.stream.0003"]
+
+
+class RecordingLog(MemoryHandoverLog):
+    """A `MemoryHandoverLog` that notes every call and refuses the streams it is told to."""
+
+    def __init__(self, refuse: set[str] | None = None) -> None:
+        super().__init__()
+        self.refuse = refuse or set()
+        self.calls: list[list[str]] = []
+
+    def write_many(self, records: Sequence[tuple[str, bytes]], timeout: float) -> list[Written]:
+        self.calls.append([stream for stream, _ in records])
+        return super().write_many(records, timeout)
+
+    def write(self, stream: str, data: bytes) -> int:
+        if stream in self.refuse:
+            raise StateError(f"stream {stream}: not acknowledged (told to)")
+        return super().write(stream, data)
+
+
+class RecordingPointers(MemoryPointers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def write_many(
+        self, pointers: Mapping[str, HandoverPointer], timeout: float
+    ) -> dict[str, StateError | None]:
+        self.calls.append(list(pointers))
+        return super().write_many(pointers, timeout)
+
+
+def _records() -> list[HandoverRecord]:
+    return [HandoverRecord(stream, 4, 100 + i, b"engine") for i, stream in enumerate(THREE)]
+
+
+def test_put_many_writes_all_records_once_then_only_the_acknowledged_pointers() -> None:
+    log, pointers = RecordingLog(refuse={THREE[1]}), RecordingPointers()
+    outcomes = HandoverStore(log, pointers).put_many(_records())
+    assert log.calls == [THREE], "one write of all three records"
+    assert pointers.calls == [[THREE[0], THREE[2]]], "one write of the acknowledged pointers"
+    assert isinstance(outcomes[THREE[1]], StateError) and pointers.read(THREE[1]) is None
+    for stream in (THREE[0], THREE[2]):
+        assert outcomes[stream] == pointers.read(stream)
+
+
+# -- the transports: every send before the one flush ----------------------------------------
+
+
+class FakeFuture:
+    def __init__(self, offset: int | None, error: Exception | None = None) -> None:
+        self.is_done = offset is not None or error is not None
+        self.exception = error
+        self.value = type("Metadata", (), {"offset": offset})()
+
+    def failed(self) -> bool:
+        return self.exception is not None
+
+
+class FakeKafkaPythonProducer:
+    """kafka-python's producer: `send` returns a future that the flush completes."""
+
+    def __init__(self, outcomes: Mapping[str, FakeFuture]) -> None:
+        self.outcomes = outcomes
+        self.calls: list[str] = []
+
+    def send(self, topic: str, *, key: bytes, value: bytes, partition: int) -> FakeFuture:
+        self.calls.append(f"send {key.decode()}")
+        return self.outcomes[key.decode()]
+
+    def flush(self, timeout: float) -> None:
+        self.calls.append("flush")
+        raise KafkaTimeoutError("one record is still in flight")
+
+
+def test_kafka_python_sends_every_record_before_one_flush() -> None:
+    log = KafkaPythonHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    producer = FakeKafkaPythonProducer(
+        {
+            THREE[0]: FakeFuture(7),
+            THREE[1]: FakeFuture(None, KafkaTimeoutError("expired")),
+            THREE[2]: FakeFuture(None),  # still in flight when the flush gave up
+        }
+    )
+    log._producer = producer
+    written = log.write_many([(stream, b"x") for stream in THREE], timeout=5.0)
+    assert producer.calls == [f"send {stream}" for stream in THREE] + ["flush"]
+    assert written[0] == 7
+    assert isinstance(written[1], StateError) and "expired" in str(written[1])
+    assert isinstance(written[2], StateError) and "not acknowledged" in str(written[2])
+
+
+class FakeConfluentProducer:
+    """confluent-kafka's producer: delivery callbacks are served by `flush`."""
+
+    def __init__(self, refuse: str) -> None:
+        self.refuse = refuse
+        self.calls: list[str] = []
+        self.pending: list[tuple[Callable[[Any, Any], None], str, int]] = []
+
+    def produce(
+        self,
+        topic: str,
+        *,
+        key: bytes,
+        value: bytes,
+        partition: int,
+        on_delivery: Callable[[Any, Any], None],
+    ) -> None:
+        self.calls.append(f"produce {key.decode()}")
+        self.pending.append((on_delivery, key.decode(), len(self.pending)))
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append("flush")
+        for report, stream, offset in self.pending:
+            message = type("Message", (), {"offset": lambda self, at=offset: at})()
+            report("refused" if stream == self.refuse else None, message)
+        return 0
+
+
+def test_confluent_produces_every_record_before_one_flush() -> None:
+    log = ConfluentHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    producer = FakeConfluentProducer(refuse=THREE[1])
+    log._producer = producer
+    written = log.write_many([(stream, b"x") for stream in THREE], timeout=5.0)
+    assert producer.calls == [f"produce {stream}" for stream in THREE] + ["flush"]
+    assert written[0] == 0 and written[2] == 2, "offset 0 is an offset, not a failure"
+    assert isinstance(written[1], StateError) and "refused" in str(written[1])
+
+
+# -- the pointers: one pipelined read, one multi-operation -----------------------------------
+
+
+class Pending:
+    def __init__(self, value: Any = None, error: Exception | None = None) -> None:
+        self.value, self.error = value, error
+
+    def get(self, timeout: float | None = None) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class FakeKazoo:
+    """Registrations with versions: `get_async`, `transaction`, and the `get`/`set` fallback."""
+
+    def __init__(self, streams: Sequence[str]) -> None:
+        self.nodes = {s: (json.dumps({"topic": s}).encode(), 0) for s in streams}
+        self.calls: list[str] = []
+        self.race: str | None = None  # rewritten between our read and our multi-operation
+
+    def _stat(self, version: int) -> Any:
+        return type("Stat", (), {"version": version})()
+
+    def get_async(self, path: str) -> Pending:
+        self.calls.append("get_async")
+        stream = path.rsplit("/", 1)[1]
+        if stream not in self.nodes:
+            return Pending(error=NoNodeError())
+        data, version = self.nodes[stream]
+        return Pending((data, self._stat(version)))
+
+    def get(self, path: str) -> tuple[bytes, Any]:
+        self.calls.append("get")
+        data, version = self.nodes[path.rsplit("/", 1)[1]]
+        return data, self._stat(version)
+
+    def set(self, path: str, data: bytes, version: int) -> None:
+        self.calls.append("set")
+        stream = path.rsplit("/", 1)[1]
+        if self.nodes[stream][1] != version:
+            raise BadVersionError()
+        self.nodes[stream] = (data, version + 1)
+
+    def transaction(self) -> Any:
+        kazoo, sets = self, []
+
+        class Transaction:
+            def set_data(self, path: str, data: bytes, version: int) -> None:
+                sets.append((path.rsplit("/", 1)[1], data, version))
+
+            def commit_async(self) -> Pending:
+                kazoo.calls.append("multi")
+                if kazoo.race is not None:
+                    data, version = kazoo.nodes[kazoo.race]
+                    kazoo.nodes[kazoo.race], kazoo.race = (data, version + 1), None
+                if any(kazoo.nodes[s][1] != v for s, _, v in sets):
+                    return Pending([RolledBackError() for _ in sets])
+                for stream, data, version in sets:
+                    kazoo.nodes[stream] = (data, version + 1)
+                return Pending([kazoo._stat(v + 1) for _, _, v in sets])
+
+        return Transaction()
+
+
+def _pointers() -> dict[str, HandoverPointer]:
+    return {s: HandoverPointer(4, 100 + i, i, 10, "ab") for i, s in enumerate(THREE)}
+
+
+def test_zookeeper_pointers_go_in_one_multi_operation_and_keep_the_registration() -> None:
+    zk = FakeKazoo([*THREE[:2], "app.stream.0009"])  # THREE[2] is not registered
+    pointers = ZooKeeperPointers(zk, "/sessionizer/app/active_streams")  # type: ignore[arg-type]
+    outcomes = pointers.write_many(_pointers(), timeout=5.0)
+    assert zk.calls == ["get_async"] * 3 + ["multi"]
+    assert outcomes[THREE[0]] is None and outcomes[THREE[1]] is None
+    assert isinstance(outcomes[THREE[2]], StateError) and "not registered" in str(
+        outcomes[THREE[2]]
+    )
+    for stream in THREE[:2]:
+        assert pointers.read(stream) == _pointers()[stream]
+        assert json.loads(zk.nodes[stream][0])["topic"] == stream
+
+
+def test_a_registration_changed_meanwhile_is_written_alone() -> None:
+    zk = FakeKazoo(THREE)
+    zk.race = THREE[1]
+    pointers = ZooKeeperPointers(zk, "/sessionizer/app/active_streams")  # type: ignore[arg-type]
+    outcomes = pointers.write_many(_pointers(), timeout=5.0)
+    assert outcomes == dict.fromkeys(THREE)
+    assert all(pointers.read(stream) == _pointers()[stream] for stream in THREE)
+    assert zk.calls[:4] == ["get_async"] * 3 + ["multi"]
+
+
+# -- the node: one release, one write of the records ------------------------------------------
+
+
+def _run(
+    memory: VersionedMemory, log: FakeLog, store: HandoverStore, until: Callable[[], bool]
+) -> tuple[Node, MemorySink]:
+    sink = MemorySink()
+    node_parts = replace(parts(log, sink, memory, until), handover=store)
+    node = Node(node_config(), processor=WebSessions(), parts=node_parts)
+    node.run()
+    return node, sink
+
+
+def _after(polls: int) -> Callable[[], bool]:
+    seen = {"n": 0}
+
+    def enough() -> bool:
+        seen["n"] += 1
+        return seen["n"] >= polls
+
+    return enough
+
+
+def _ids(sessions: list[FinishedSession]) -> list[str]:
+    return sorted(session.session_id for session in sessions)
+
+
+def test_a_stop_writes_its_records_in_one_go_and_a_refused_one_replays() -> None:
+    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    probe = RecordingLog()
+    first, _ = _run(memory, log, HandoverStore(probe, RecordingPointers()), _after(6))
+    assert first.handover.counts["written"] >= 2, "fewer than two open streams: no test"
+    assert len(probe.calls) == 1 and len(probe.calls[0]) == first.handover.counts["written"]
+
+    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    refused = probe.calls[0][0]
+    handover_log, pointers = RecordingLog(refuse={refused}), RecordingPointers()
+    store = HandoverStore(handover_log, pointers)
+    first, first_sink = _run(memory, log, store, _after(6))
+    assert first.handover.counts["write_failed"] == 1
+    assert pointers.read(refused) is None
+    assert pointers.calls == [[s for s in handover_log.calls[0] if s != refused]]
+    second, second_sink = _run(memory, log, store, log.caught_up)
+    assert second.handover.counts["used"] == first.handover.counts["written"]
+    assert second.handover.counts["missing"] == 1 and second.handover.replayed > 0
+    baseline_log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
+    _, baseline = _run(VersionedMemory(), baseline_log, store, baseline_log.caught_up)
+    delivered = first_sink.sessions + second_sink.sessions
+    assert sorted(set(_ids(delivered))) == _ids(baseline.sessions), "a session lost or extra"
+
+
+# -- the taker: one reader for all the reads of a node ----------------------------------------
+
+
+class FakeReader:
+    """kafka-python's consumer over one partition: `seek`, then `poll` returns from there."""
+
+    created: list[FakeReader] = []
+
+    def __init__(self, records: Sequence[tuple[str, bytes]]) -> None:
+        self.records = records
+        self.position = 0
+        self.closed = False
+        FakeReader.created.append(self)
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.partition = partitions[0]
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self.position = offset
+
+    def poll(self, timeout_ms: int) -> dict[Any, list[Any]]:
+        found = [
+            SimpleNamespace(offset=at, key=stream.encode(), value=data)
+            for at, (stream, data) in enumerate(self.records)
+            if at >= self.position
+        ]
+        return {self.partition: found}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_kafka_python_reads_every_record_with_one_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [(stream, f"record of {stream}".encode()) for stream in THREE]
+    FakeReader.created, settings = [], []
+    monkeypatch.setattr(
+        kafka_settings,
+        "assigned_consumer",
+        lambda *args, **kwargs: settings.append(kwargs) or FakeReader(records),
+    )
+    log = KafkaPythonHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    for offset in (2, 0, 1):
+        assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
+    assert log.read(THREE[0], 1, timeout=5.0) is None, "another stream's record at that offset"
+    assert len(FakeReader.created) == 1 and not FakeReader.created[0].closed
+    assert settings[0]["fetch_max_wait_ms"] <= 50, "each read would wait out a held fetch"
+    log.close()
+    assert FakeReader.created[0].closed
+
+
+class FakeConfluentReader:
+    """confluent-kafka's consumer over one partition: `assign` at an offset, `poll` one message."""
+
+    created: list[FakeConfluentReader] = []
+
+    def __init__(self, config: dict[str, Any], records: Sequence[tuple[str, bytes]]) -> None:
+        self.config, self.records = config, records
+        self.position: int | None = None
+        self.closed = False
+        FakeConfluentReader.created.append(self)
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.position = partitions[0].offset
+
+    def unassign(self) -> None:
+        self.position = None  # a real one would otherwise keep fetching in the background
+
+    def poll(self, timeout: float) -> Any:
+        assert self.position is not None, "polled while unassigned"
+        at = self.position
+        stream, data = self.records[at]
+        return SimpleNamespace(
+            error=lambda: None, offset=lambda: at, key=lambda: stream.encode(), value=lambda: data
+        )
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_confluent_reads_every_record_with_one_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    import confluent_kafka
+
+    records = [(stream, f"record of {stream}".encode()) for stream in THREE]
+    FakeConfluentReader.created = []
+    monkeypatch.setattr(
+        confluent_kafka, "Consumer", lambda config: FakeConfluentReader(config, records)
+    )
+    log = ConfluentHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    for offset in (2, 0, 1):
+        assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
+    [reader] = FakeConfluentReader.created
+    assert reader.position is None, "left assigned between reads"
+    assert reader.config["fetch.wait.max.ms"] <= 50, "each read would wait out a held fetch"
+    log.close()
+    assert reader.closed
