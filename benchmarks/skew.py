@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +54,11 @@ from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.nodes import NodeGroup, caught_up, streams_of
+from framework.testing.traffic import SteadyTraffic
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 __all__ = ["HOT", "STREAMS", "TOLERANCE", "main", "skewed"]
@@ -95,55 +92,6 @@ def skewed(
     return [f for f in fragments if is_hot[f.key] or f.key in kept]
 
 
-class Traffic:
-    """Writes fragments at `rate` per second from a thread until stopped or out of them."""
-
-    def __init__(self, connection: ConnectionConfig, fragments: list[ParsedFragment], rate: float):
-        self.config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-        self.fragments = fragments
-        self.rate = rate
-        self.sent = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-traffic", daemon=True)
-
-    def _run(self) -> None:
-        tick = 0.1  # seconds of traffic per batch
-        began = time.monotonic()
-        try:
-            with StreamProducer(self.config) as producer:
-                while not self._stop.is_set() and self.sent < len(self.fragments):
-                    # Catch up with the schedule: a slow send does not lower the rate.
-                    due = min(len(self.fragments), int((time.monotonic() - began) * self.rate))
-                    for fragment in self.fragments[self.sent : due]:
-                        producer.send(fragment)
-                    producer.flush()
-                    self.sent = max(self.sent, due)
-                    self._stop.wait(tick)
-                producer.end_of_input()
-                producer.flush()
-        except BaseException as exc:  # re-raised by `stop`
-            self.error = exc
-
-    @contextmanager
-    def running(self) -> Iterator[Traffic]:
-        """Run while the block runs; always stopped (with end of input) and joined after."""
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self.stop()
-
-    def stop(self) -> None:
-        """Stop writing, write the end-of-input watermark, wait for the thread."""
-        self._stop.set()
-        self._thread.join(timeout=120)
-        if self._thread.is_alive():
-            raise TimeoutError("the traffic thread did not stop within 120 s")
-        if self.error is not None:
-            raise RuntimeError(f"producing failed: {self.error!r}") from self.error
-
-
 def node_loads(client: KazooClient, connection: ConnectionConfig, members: list[str]) -> Any:
     """Per-member load (`status --json`'s `node_loads`) once every stream is claimed by
     `members` and has a published load; else None."""
@@ -172,7 +120,7 @@ class Phase:
 def _phase(
     client: KazooClient,
     group: NodeGroup,
-    traffic: Traffic,
+    traffic: SteadyTraffic,
     members: list[str],
     policy: str,
     args: argparse.Namespace,
@@ -233,7 +181,7 @@ def _measure(
     flags = ("--balance", policy, "--balance-interval", str(args.interval))
     directory = scratch / f"{policy}-{uuid.uuid4().hex[:6]}"
     directory.mkdir()
-    traffic = Traffic(connection, pool, args.rate)
+    traffic = SteadyTraffic(connection, STREAMS, pool, args.rate)
     phases: list[tuple[list[str], float, Phase, float]] = []  # members, joined, phase, end
     with (
         NodeGroup(connection, directory, WEBLOG) as group,

@@ -11,10 +11,8 @@ Either way the sessions written equal the batch definition.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,12 @@ from framework.sessions import read_sessions
 from framework.testing.members import provision_streams as register_streams
 from framework.testing.members import stream_names, wait_for
 from framework.testing.nodes import NodeGroup, caught_up, last_words, streams_of
+from framework.testing.traffic import SteadyTraffic
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.hashing import stream_for_key
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
@@ -68,55 +66,6 @@ def skewed_fragments(sessions: int, seed: int) -> list[ParsedFragment]:
         kept.add(key)
         cold += count
     return [f for f in fragments if stream_for_key(f.key, STREAMS) in HOT or f.key in kept]
-
-
-class Traffic:
-    """Writes fragments at `RATE` per second from a thread until stopped or out of fragments."""
-
-    def __init__(self, connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
-        self.connection = connection
-        self.fragments = fragments
-        self.sent = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="traffic", daemon=True)
-
-    def _run(self) -> None:
-        config = ProducerConfig(self.connection.bootstrap, self.connection.app, STREAMS)
-        tick = 0.1  # seconds of traffic per batch: a rate, not a wait for anything
-        try:
-            with StreamProducer(config) as producer:
-                while not self._stop.is_set() and self.sent < len(self.fragments):
-                    batch = self.fragments[self.sent : self.sent + int(RATE * tick)]
-                    for fragment in batch:
-                        producer.send(fragment)
-                    producer.flush()
-                    self.sent += len(batch)
-                    self._stop.wait(tick)
-                producer.end_of_input()
-                producer.flush()
-        except BaseException as exc:  # reported by `stop`
-            self.error = exc
-
-    @contextmanager
-    def running(self) -> Iterator[Traffic]:
-        """Run while the block runs; always stopped (with end of input) and joined after."""
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self.stop()
-
-    def stop(self) -> None:
-        """Stop writing, write the end-of-input watermark, and wait for the thread."""
-        self._stop.set()
-        self._thread.join(timeout=60)
-        assert not self._thread.is_alive(), "the traffic thread did not stop"
-        assert self.error is None, f"the producer failed: {self.error!r}"
-
-    def left(self) -> int:
-        """Fragments not yet sent."""
-        return len(self.fragments) - self.sent
 
 
 def node_loads(zk: KazooClient, paths: AppPaths, members: list[str]) -> dict[str, float] | None:
@@ -210,7 +159,7 @@ def test_skewed_traffic_is_balanced_by_load_and_the_output_is_exact(
     share = sum(stream_for_key(f.key, STREAMS) in HOT for f in fragments) / len(fragments)
     assert 0.65 <= share <= 0.75, share
     flags = ("--balance", policy, "--balance-interval", str(INTERVAL))
-    traffic = Traffic(connection, fragments)
+    traffic = SteadyTraffic(connection, STREAMS, fragments, RATE)
     report = []
     with (
         NodeGroup(connection, tmp_path, WEBLOG) as group,

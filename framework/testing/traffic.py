@@ -1,0 +1,77 @@
+"""`SteadyTraffic`: fragments written at a steady rate from a thread, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from framework.config import ConnectionConfig
+from router.fragment import ParsedFragment
+from router.producer import ProducerConfig, StreamProducer
+
+__all__ = ["SteadyTraffic"]
+
+_TICK_S = 0.1  # seconds of traffic per batch: a rate, not a wait for anything
+
+
+class SteadyTraffic:
+    """Writes `fragments` at `rate` per second to `streams` streams until stopped or out of them.
+
+    Behind schedule (a slow send), it catches up, so the mean rate holds. Ends with
+    the end-of-input watermark. Use `running()` as a context manager.
+    """
+
+    def __init__(
+        self,
+        connection: ConnectionConfig,
+        streams: int,
+        fragments: list[ParsedFragment],
+        rate: float,
+    ) -> None:
+        self.config = ProducerConfig(connection.bootstrap, connection.app, streams)
+        self.fragments = fragments
+        self.rate = rate
+        self.sent = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady-traffic", daemon=True)
+
+    def left(self) -> int:
+        """Fragments not yet sent."""
+        return len(self.fragments) - self.sent
+
+    @contextmanager
+    def running(self) -> Iterator[SteadyTraffic]:
+        """Run while the block runs; always stopped (with end of input) and joined after."""
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Stop writing, write the end-of-input watermark, wait for the thread; raise its error."""
+        self._stop.set()
+        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the traffic thread did not stop within {timeout:g} s")
+        if self.error is not None:
+            raise RuntimeError(f"producing failed: {self.error!r}") from self.error
+
+    def _run(self) -> None:
+        began = time.monotonic()
+        try:
+            with StreamProducer(self.config) as producer:
+                while not self._stop.is_set() and self.sent < len(self.fragments):
+                    due = min(len(self.fragments), int((time.monotonic() - began) * self.rate))
+                    for fragment in self.fragments[self.sent : due]:
+                        producer.send(fragment)
+                    producer.flush()
+                    self.sent = max(self.sent, due)
+                    self._stop.wait(_TICK_S)
+                producer.end_of_input()
+                producer.flush()
+        except BaseException as exc:  # raised again by `stop`, on the caller's thread
+            self.error = exc
