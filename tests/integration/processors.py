@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+import select
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -85,8 +85,38 @@ class UnsendableWebSessions(WebSessions):
         return result
 
 
+class Gate:
+    """A named pipe the test holds open: `GatedWebSessions.close()` blocks on it until `open()`.
+
+    A real wait, not a poll: a reader of a FIFO blocks while a writer holds it
+    and nothing is written, and sees end-of-file the moment the last writer closes.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer: int | None = None
+
+    def close(self) -> None:
+        """From now on, a node's `close()` hook waits here."""
+        os.mkfifo(self.path)
+        self._writer = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+
+    def __enter__(self) -> Gate:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.open()  # never leave a node waiting, nor the pipe behind, whatever happened
+
+    def open(self) -> None:
+        """Let every waiting hook through, and all later ones pass straight on."""
+        self.path.unlink(missing_ok=True)
+        if self._writer is not None:
+            os.close(self._writer)
+            self._writer = None
+
+
 class GatedWebSessions(WebSessions):
-    """WebSessions whose `close()` waits while the gate file (env `GATE_ENV`) exists.
+    """WebSessions whose `close()` waits while the `Gate` (path in env `GATE_ENV`) is closed.
 
     The first time it waits it creates `<gate>.blocked.<pid>`, so a test knows
     the node is holding finished output it has not sent yet.  The wait is
@@ -98,7 +128,13 @@ class GatedWebSessions(WebSessions):
         gate = os.environ.get(GATE_ENV)
         if gate and Path(gate).exists():
             Path(f"{gate}.blocked.{os.getpid()}").touch()
-            deadline = time.monotonic() + 60
-            while Path(gate).exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            try:
+                reader = os.open(gate, os.O_RDONLY | os.O_NONBLOCK)
+            except FileNotFoundError:
+                reader = None  # opened between the check and here
+            if reader is not None:
+                try:
+                    select.select([reader], [], [], 60)  # readable at the writer's close
+                finally:
+                    os.close(reader)
         return super().close(key, session)

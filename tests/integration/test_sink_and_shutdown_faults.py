@@ -29,7 +29,7 @@ from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.processors import GATE_ENV
+from tests.integration.processors import GATE_ENV, Gate
 
 pytestmark = pytest.mark.integration
 STREAMS = 8
@@ -72,10 +72,11 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
     provision_streams(connection, STREAMS)
     fragments = list(generate_fragments(1800, seed=31))
     third = len(fragments) // 3
-    gate = tmp_path / "gate"
-    monkeypatch.setenv(GATE_ENV, str(gate))
+    gate = Gate(tmp_path / "gate")
+    monkeypatch.setenv(GATE_ENV, str(gate.path))
     nodes = ["n1", "n2"]
     with (
+        gate,
         NodeGroup(connection, tmp_path, GATED, session_timeout=6.0) as group,
         zookeeper_client(cluster.zk_connect) as zk,
     ):
@@ -90,7 +91,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
             "catch-up",
         )
 
-        gate.touch()
+        gate.close()
         _produce(connection, fragments[third : 2 * third], end=False)
         wait_for(
             lambda: len(list(tmp_path.glob("gate.blocked.*"))) == len(nodes),
@@ -98,7 +99,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
             "both nodes holding finished sessions at the gate",
         )
         cluster.stop("kafka1")
-        gate.unlink()
+        gate.open()
         try:
             seen = wait_for(lambda: _sink_failures(group, nodes), 15, "a sink failure event")
         except TimeoutError:
