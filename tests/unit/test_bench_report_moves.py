@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from benchmarks import report_sections
 from benchmarks.report_plots import Plot, plt
-
-pytest.importorskip("matplotlib")
 
 
 def _names(plots: list[Plot]) -> list[str]:
