@@ -206,19 +206,16 @@ class StreamProducer:
             stream = self._route(fragment.key)
         timestamp = fragment.timestamp_ms
         self._send(stream, key, value, timestamp, None)
-        self._unsettled += 1
-        lagging = self._observe(stream, timestamp)
-        if lagging:
-            self.send_watermark(self._policy.clock_ms, streams=lagging)
-        if self._registry is not None:
-            self._countdown -= 1
-            if self._countdown <= 0:
-                self._check_producers()
+        self._sent(stream, timestamp)
 
     def send_encoded(self, fragment: EncodedFragment) -> None:
         """Send a fragment `encode` prepared."""
         stream, key, value, timestamp = fragment
         self._send(stream, key, value, timestamp, None)
+        self._sent(stream, timestamp)
+
+    def _sent(self, stream: int, timestamp: int) -> None:
+        """After a fragment is queued: the watermarks it makes due, and the peers' check."""
         self._unsettled += 1
         lagging = self._observe(stream, timestamp)
         if lagging:

@@ -29,13 +29,13 @@ MAX_HANDOVER_BYTES: Final = 16 * 1024 * 1024
 """The largest handover record sent (the topic's `max.message.bytes`); larger: replay."""
 _REQUEST_BYTES: Final = MAX_HANDOVER_BYTES + 64 * 1024
 _READER_WAIT_MS: Final = 10
+"""Longest the broker holds the kept reader's fetch at the end of the topic."""
 _METADATA_WAIT_S: Final = 1.0
 """Longest a starting node waits for the handover topic's metadata (then the first read asks)."""
-"""Longest the broker holds the kept reader's fetch at the end of the topic."""
 
 
-class KafkaPythonHandoverLog:
-    """The handover topic through kafka-python."""
+class _HandoverLog:
+    """What both clients' handover logs share: where they write, and their background start."""
 
     def __init__(
         self, bootstrap: str, topic: str, *, client_id: str, properties: Mapping[str, str]
@@ -45,21 +45,34 @@ class KafkaPythonHandoverLog:
         self.client_id = client_id
         self.properties = dict(properties)
         self._producer: Any = None
-        self._lock = threading.Lock()  # the warm-up thread and the loop may both open it
+        self._lock = threading.Lock()  # the warm-up thread and the loop may both open clients
         self._closed = False
-        self._reader: tuple[Any, Any] | None = None  # (consumer, partition), the loop's only
 
     def open(self, timeout: float) -> None:
-        """Start the producer (learning the topic's partitions) and the reader in the background.
+        """Start the producer and the reader, and learn the topic's metadata, in the background.
 
-        Called when the node starts, so a planned move pays neither the clients' start-up
-        nor the first metadata round trip.  A failure here is not final: the first write
-        or read opens its client again if need be, and reports what fails.
+        Called when the node starts (without delaying it), so a planned move pays neither
+        the clients' start-up nor the first metadata round trip.  A failure here is not
+        final: the first write or read opens its client again if need be, and reports
+        what fails.
         """
         thread = threading.Thread(
             target=self._warm, args=(timeout,), name=f"{self.client_id}-handover-open", daemon=True
         )
         thread.start()
+
+    def _warm(self, timeout: float) -> None:
+        raise NotImplementedError
+
+
+class KafkaPythonHandoverLog(_HandoverLog):
+    """The handover topic through kafka-python."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, *, client_id: str, properties: Mapping[str, str]
+    ) -> None:
+        super().__init__(bootstrap, topic, client_id=client_id, properties=properties)
+        self._reader: tuple[Any, Any] | None = None  # (consumer, partition), the loop's only
 
     def _warm(self, timeout: float) -> None:
         from kafka.errors import KafkaError
@@ -188,32 +201,14 @@ class KafkaPythonHandoverLog:
             producer.close(timeout=5)
 
 
-class ConfluentHandoverLog:
+class ConfluentHandoverLog(_HandoverLog):
     """The handover topic through confluent-kafka (librdkafka)."""
 
     def __init__(
         self, bootstrap: str, topic: str, *, client_id: str, properties: Mapping[str, str]
     ) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.client_id = client_id
-        self.properties = dict(properties)
-        self._producer: Any = None
+        super().__init__(bootstrap, topic, client_id=client_id, properties=properties)
         self._reader: Any = None  # the handover reader, kept between reads
-        self._lock = threading.Lock()  # the warm-up thread and the loop may both open them
-        self._closed = False
-
-    def open(self, timeout: float) -> None:
-        """Create the producer and the reader, and learn the topic's metadata, in the background.
-
-        Called when the node starts (without delaying it), so a planned move pays no client
-        start-up.  A failure here is not final: the first write or read opens its client
-        again if need be, and reports what fails.
-        """
-        thread = threading.Thread(
-            target=self._warm, args=(timeout,), name=f"{self.client_id}-handover-open", daemon=True
-        )
-        thread.start()
 
     def _warm(self, timeout: float) -> None:
         from confluent_kafka import KafkaException
