@@ -4,8 +4,10 @@
         [--rate 1000] [--interval 6] [--policies count load] [--settle 180]
 
 The workload's first `--fragments` are skewed: every fragment of the keys the
-routing hash sends to streams 0-3 is kept, and of the other keys (first seen
-first) only enough for the hot streams to carry 70% of what is left.  Per
+routing hash sends to streams 0-3 is kept, and of the other keys a sample (by a
+hash of the key, so spread over the whole run) just large enough for the hot
+streams to carry 70% of what is left, in every stretch of it
+(`framework.testing.traffic.skewed`).  Per
 policy, on a fresh app, a producer thread writes them at `--rate` fragments/s
 (all streams together) while:
 
@@ -54,42 +56,20 @@ from framework.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.nodes import NodeGroup, caught_up, streams_of
-from framework.testing.traffic import SteadyTraffic
+from framework.testing.traffic import SteadyTraffic, skewed
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from sessionizer.examples.weblog import WebSessions
 
-__all__ = ["HOT", "STREAMS", "TOLERANCE", "main", "skewed"]
+__all__ = ["HOT", "STREAMS", "TOLERANCE", "main"]
 
 STREAMS = 16
 HOT = frozenset(range(4))
 HOT_SHARE = 0.70
 TOLERANCE = 0.2  # the node's default --balance-tolerance
 POLICIES = ("count", "load")
-
-
-def skewed(
-    fragments: list[ParsedFragment], streams: int, hot: frozenset[int], share: float
-) -> list[ParsedFragment]:
-    """Every fragment of the hot streams' keys, and of the others' keys (first seen first)
-    only as many as make the hot streams `share` of the result; order kept."""
-    is_hot = {f.key: stream_for_key(f.key, streams) in hot for f in fragments}
-    hot_count = sum(1 for f in fragments if is_hot[f.key])
-    cold_wanted = hot_count * (1 - share) / share
-    per_key: dict[str, int] = {}
-    for fragment in fragments:
-        if not is_hot[fragment.key]:
-            per_key[fragment.key] = per_key.get(fragment.key, 0) + 1
-    kept: set[str] = set()
-    cold = 0
-    for key, count in per_key.items():
-        if cold >= cold_wanted:
-            break
-        kept.add(key)
-        cold += count
-    return [f for f in fragments if is_hot[f.key] or f.key in kept]
 
 
 def node_loads(client: KazooClient, connection: ConnectionConfig, members: list[str]) -> Any:

@@ -4,16 +4,45 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 from framework.config import ConnectionConfig
 from router.fragment import ParsedFragment
+from router.hashing import hash64, stream_for_key
 from router.producer import ProducerConfig, StreamProducer
 
-__all__ = ["SteadyTraffic"]
+__all__ = ["SteadyTraffic", "skewed"]
+
+# Cold keys are sampled by a second hash of the key, in steps of 1/_SAMPLE_STEPS.
+_SAMPLE_STEPS = 1 << 20
 
 _TICK_S = 0.1  # seconds of traffic per batch: a rate, not a wait for anything
+
+
+def skewed(
+    fragments: list[ParsedFragment], streams: int, hot: Collection[int], share: float
+) -> list[ParsedFragment]:
+    """Every fragment of the `hot` streams and of a sample of the other keys, so the hot
+    streams carry `share` of the result in every stretch of it; order kept.
+
+    The cold keys are sampled by a hash of the key (whole keys, so no session loses a
+    fragment), not by first appearance: generated keys appear in time order, and a
+    first-seen pick would put all the cold traffic at the start.
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"the hot share must be in (0, 1), got {share}")
+    is_hot = {f.key: stream_for_key(f.key, streams) in hot for f in fragments}
+    hot_count = sum(1 for f in fragments if is_hot[f.key])
+    cold_count = len(fragments) - hot_count
+    wanted = hot_count * (1 - share) / share
+    threshold = _SAMPLE_STEPS if cold_count <= wanted else int(_SAMPLE_STEPS * wanted / cold_count)
+
+    def kept(key: str) -> bool:
+        # Salted, so the sample is independent of the routing hash that made the key cold.
+        return is_hot[key] or hash64("sample|" + key) % _SAMPLE_STEPS < threshold
+
+    return [f for f in fragments if kept(f.key)]
 
 
 class SteadyTraffic:

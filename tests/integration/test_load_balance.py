@@ -31,7 +31,7 @@ from framework.sessions import read_sessions
 from framework.testing.members import provision_streams as register_streams
 from framework.testing.members import stream_names, wait_for
 from framework.testing.nodes import NodeGroup, caught_up, last_words, streams_of
-from framework.testing.traffic import SteadyTraffic
+from framework.testing.traffic import SteadyTraffic, skewed
 from framework.verify import expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
@@ -52,20 +52,8 @@ DRAIN = 120.0
 
 
 def skewed_fragments(sessions: int, seed: int) -> list[ParsedFragment]:
-    """Generated traffic keeping every key of the hot streams and enough others for 70/30."""
-    fragments = list(generate_fragments(sessions, seed=seed))
-    hot = sum(1 for f in fragments if stream_for_key(f.key, STREAMS) in HOT)
-    cold_keys: dict[str, int] = {}
-    for fragment in fragments:
-        if stream_for_key(fragment.key, STREAMS) not in HOT:
-            cold_keys[fragment.key] = cold_keys.get(fragment.key, 0) + 1
-    kept, cold = set(), 0
-    for key, count in cold_keys.items():  # first-seen order: spread over the whole run
-        if cold >= hot * 30 / 70:
-            break
-        kept.add(key)
-        cold += count
-    return [f for f in fragments if stream_for_key(f.key, STREAMS) in HOT or f.key in kept]
+    """Generated traffic with the hot streams carrying 70% in every stretch of it."""
+    return skewed(list(generate_fragments(sessions, seed=seed)), STREAMS, HOT, 0.7)
 
 
 def node_loads(zk: KazooClient, paths: AppPaths, members: list[str]) -> dict[str, float] | None:
@@ -185,6 +173,8 @@ def test_skewed_traffic_is_balanced_by_load_and_the_output_is_exact(
             len(e["streams"]) for n in group.nodes.values() for e in n.events("streams_released")
         )
     sent = fragments[: traffic.sent]
+    sent_share = sum(stream_for_key(f.key, STREAMS) in HOT for f in sent) / len(sent)
+    assert 0.6 <= sent_share <= 0.8, f"the traffic sent was not skewed: {sent_share:.0%} hot"
     written = read_sessions(kafka_bootstrap, app, deduplicate=False)
     result = verify_sessions(written, expected_sessions(sent, WebSessions()), len(sent))
     print(

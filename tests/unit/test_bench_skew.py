@@ -1,8 +1,10 @@
-"""The skew benchmark's workload: the hot streams carry the wanted share, nothing is reordered."""
+"""The skewed workload (skew benchmark, load-balance test): the hot streams carry the wanted
+share in every stretch of it, nothing is reordered."""
 
 from __future__ import annotations
 
-from benchmarks.skew import HOT, STREAMS, loads_cell, skewed
+from benchmarks.skew import HOT, STREAMS, loads_cell
+from framework.testing.traffic import skewed
 from router.generator import generate_fragments
 from router.hashing import stream_for_key
 
@@ -20,6 +22,17 @@ def test_the_hot_streams_carry_the_share_and_keep_every_fragment() -> None:
     in_pool = {id(f) for f in pool}
     assert all(id(f) in in_pool for f in fragments if f.key in kept), "a key lost fragments"
     assert {stream_for_key(k, STREAMS) for k in kept} > set(HOT), "no cold stream left"
+
+
+def test_every_stretch_of_the_traffic_is_skewed() -> None:
+    """Traffic sent at a steady rate is a prefix or a stretch: each must carry the share,
+    else a test stopped early balances uniform traffic (generated keys appear in time order)."""
+    pool = skewed(list(generate_fragments(20_000, seed=13)), STREAMS, HOT, 0.7)
+    tenth = len(pool) // 10
+    for start in range(0, 10 * tenth, tenth):
+        stretch = pool[start : start + tenth]
+        share = sum(stream_for_key(f.key, STREAMS) in HOT for f in stretch) / len(stretch)
+        assert 0.6 <= share <= 0.8, (start, share)
 
 
 def test_loads_cell() -> None:
