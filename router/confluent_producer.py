@@ -96,7 +96,11 @@ class ConfluentTransport:
         stop librdkafka's threads (left running, they retry a gone broker for ever)."""
         self._producer.flush(-1 if timeout is None else timeout)
         self._producer.purge()  # what a timeout left queued is not waited for again
-        self._producer.close()
+        # Producer.close() is new in confluent-kafka 2.13 (Quix Streams, a benchmark peer, pins
+        # < 2.13); before it, librdkafka's threads stop when the handle is garbage-collected.
+        close = getattr(self._producer, "close", None)
+        if close is not None:
+            close()
 
     def _send_when_room(
         self,

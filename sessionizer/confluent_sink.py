@@ -97,7 +97,9 @@ class ConfluentSink(BrokerSink):
         """Wait briefly for what is still queued (the caller flushed first)."""
         self._producer.flush(min(self.delivery_timeout, 5.0))
         self._producer.purge()  # unconfirmed output: its streams' state was not committed
-        self._producer.close()
+        close = getattr(self._producer, "close", None)  # confluent-kafka >= 2.13 only
+        if close is not None:
+            close()
 
     def _send(
         self,
