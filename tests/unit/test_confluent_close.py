@@ -7,6 +7,8 @@ producers must close on either: flush, purge, then `close()` where it exists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -41,27 +43,29 @@ class NewProducer(OldProducer):
         self.calls.append("close")
 
 
+def stream_producer_transport() -> confluent_producer.ConfluentTransport:
+    return confluent_producer.ConfluentTransport(ProducerConfig("k:9092", "app", 4), [])
+
+
+def session_sink() -> confluent_sink.ConfluentSink:
+    return confluent_sink.ConfluentSink("k:9092", "s", "d", client_id="n1")
+
+
+@pytest.mark.parametrize(
+    ("module", "build"),
+    [(confluent_producer, stream_producer_transport), (confluent_sink, session_sink)],
+)
 @pytest.mark.parametrize(
     ("producer", "calls"),
     [(OldProducer, ["flush", "purge"]), (NewProducer, ["flush", "purge", "close"])],
 )
-def test_the_stream_producer_transport_closes(
-    monkeypatch: pytest.MonkeyPatch, producer: type[OldProducer], calls: list[str]
+def test_confluent_producers_close_on_every_client_version(
+    monkeypatch: pytest.MonkeyPatch,
+    module: ModuleType,
+    build: Callable[[], confluent_producer.ConfluentTransport | confluent_sink.ConfluentSink],
+    producer: type[OldProducer],
+    calls: list[str],
 ) -> None:
-    monkeypatch.setattr(confluent_producer, "Producer", producer)
-    transport = confluent_producer.ConfluentTransport(ProducerConfig("k:9092", "app", 4), [])
-    transport.close()
-    assert OldProducer.made[-1].calls == calls
-
-
-@pytest.mark.parametrize(
-    ("producer", "calls"),
-    [(OldProducer, ["flush", "purge"]), (NewProducer, ["flush", "purge", "close"])],
-)
-def test_the_session_sink_closes(
-    monkeypatch: pytest.MonkeyPatch, producer: type[OldProducer], calls: list[str]
-) -> None:
-    monkeypatch.setattr(confluent_sink, "Producer", producer)
-    sink = confluent_sink.ConfluentSink("k:9092", "s", "d", client_id="n1")
-    sink.close()
+    monkeypatch.setattr(module, "Producer", producer)
+    build().close()
     assert OldProducer.made[-1].calls == calls
