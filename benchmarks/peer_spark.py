@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     # The Python workers that run the UDF must be this interpreter (the venv's), as a
     # user running Spark from a virtualenv sets it.
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    java_tmp = args.work_dir / "java-tmp"
+    java_tmp.mkdir(parents=True, exist_ok=True)
     setup_started = time.time()
     spark = (
         SparkSession.builder.master("local[*]")
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", str(args.work_dir / "spark-local"))
+        # The driver's own temp files (spark-*, lz4's native library) go with the work dir.
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={java_tmp}")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
