@@ -32,17 +32,17 @@ def skewed(
     """
     if not 0 < share < 1:
         raise ValueError(f"the hot share must be in (0, 1), got {share}")
-    is_hot = {f.key: stream_for_key(f.key, streams) in hot for f in fragments}
-    hot_count = sum(1 for f in fragments if is_hot[f.key])
+    keys = {f.key for f in fragments}
+    hot_keys = {k for k in keys if stream_for_key(k, streams) in hot}
+    hot_count = sum(1 for f in fragments if f.key in hot_keys)
     cold_count = len(fragments) - hot_count
     wanted = hot_count * (1 - share) / share
     threshold = _SAMPLE_STEPS if cold_count <= wanted else int(_SAMPLE_STEPS * wanted / cold_count)
-
-    def kept(key: str) -> bool:
-        # Salted, so the sample is independent of the routing hash that made the key cold.
-        return is_hot[key] or hash64("sample|" + key) % _SAMPLE_STEPS < threshold
-
-    return [f for f in fragments if kept(f.key)]
+    # Salted, so the sample is independent of the routing hash that made the key cold.
+    kept = hot_keys | {
+        k for k in keys - hot_keys if hash64("sample|" + k) % _SAMPLE_STEPS < threshold
+    }
+    return [f for f in fragments if f.key in kept]
 
 
 class SteadyTraffic:
