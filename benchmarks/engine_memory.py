@@ -5,7 +5,7 @@
 
 Input: `--visitors` visitors, each making one request every `--every` seconds for
 `--minutes` minutes (their visits start within one minute of each other), the
-requests' fields taken from ../shared/data/apache_logs (or the traffic generator
+requests' fields taken from tests/data/apache_logs (or the traffic generator
 without it), a watermark every 500 fragments as the producer writes them.  Every
 record is decoded from msgpack bytes inside the measured loop, as a node does, so
 the engine keeps alive exactly what it holds on to.  Measured when every visit
@@ -58,7 +58,7 @@ from sessionizer.examples import WebSessions
 __all__ = ["Engines", "baseline_engines", "current_engines", "main"]
 
 REPO = Path(__file__).resolve().parents[1]
-APACHE_LOG = REPO.parent / "shared" / "data" / "apache_logs"
+APACHE_LOG = REPO / "tests" / "data" / "apache_logs"
 _PACKAGES = ("balancer", "framework", "router", "sessionizer", "state")
 WATERMARK_EVERY = 500
 T0 = 1_431_857_103_000

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.engine_throughput [--fragments 200000] [--repeats 5]
         [--baseline HEAD]
 
-Input: ../shared/data/apache_logs parsed with the router's parser (read in place),
+Input: tests/data/apache_logs parsed with the router's parser (read in place),
 repeated with event times shifted a day per copy until `--fragments` are
 reached, with a watermark every 500 fragments and an end-of-input watermark, as
 the producer writes them.  Without the log (a user's clone), the traffic
@@ -45,7 +45,7 @@ from state.record import StreamState
 
 __all__ = ["main"]
 
-APACHE_LOG = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "apache_logs"
+APACHE_LOG = Path(__file__).resolve().parents[1] / "tests" / "data" / "apache_logs"
 WATERMARK_EVERY = 500
 COMMIT_EVERY = 1_000
 STREAM = "bench.stream.0000"

@@ -1,12 +1,12 @@
 """The benchmark workloads: the real Apache log replicated, and generated traffic of the same size.
 
     .venv/bin/python -m benchmarks.workload [--workload apache|generated|both]
-        [--fragments 1000000] [--log ../shared/data/apache_logs]
+        [--fragments 1000000] [--log tests/data/apache_logs]
 
 Both are deterministic lists of `ParsedFragment` (WebSessions' key
 `"<ip>|<agent>"`, event time in ms), built in memory before anything is timed:
 
-- `apache`: ../shared/data/apache_logs (read in place, never copied), parsed by the
+- `apache`: tests/data/apache_logs (read in place, never copied), parsed by the
   router's apache parser (9,999 of its 10,000 lines parse), replicated into as
   many copies as `--fragments` needs.  Copy 0 is the log itself; copy k moves
   every client to its own address (IPv6 `2001:db8:k::<the IPv4 as two hex
@@ -61,7 +61,7 @@ __all__ = [
     "produce",
 ]
 
-APACHE_LOG = Path(__file__).resolve().parents[2] / "shared" / "data" / "apache_logs"
+APACHE_LOG = Path(__file__).resolve().parents[1] / "tests" / "data" / "apache_logs"
 DEFAULT_FRAGMENTS = 1_000_000
 WORKLOADS = ("apache", "generated")
 COPY_SHIFT_MS = 7_000
@@ -108,7 +108,7 @@ class Workload:
 def _parse_log(log: Path) -> list[ParsedFragment]:
     if not log.is_file():
         raise FileNotFoundError(
-            f"{log} is missing: the apache workload replays ../shared/data/apache_logs in place "
+            f"{log} is missing: the apache workload replays tests/data/apache_logs in place "
             "(pass --log FILE, or use --workload generated)"
         )
     return parse_file(log, "apache")

@@ -12,8 +12,8 @@ from framework.cli import main
 
 __all__ = ["DATA", "cli", "cli_json"]
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-"""The real logs beside a checkout (`../shared/data`); tests skip when they are absent."""
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+"""The real logs vendored in this repository (`tests/data`, see its README)."""
 
 
 def cli(*argv: str, zk: str, bootstrap: str, app: str) -> tuple[int, str, str]:
