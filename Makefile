@@ -30,8 +30,10 @@ test: lint
 
 # The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).
 # BENCH_ARGS passes more flags, e.g. BENCH_ARGS="--output /tmp/RESULTS.md --out-dir /tmp/out".
+# The JVM peers (Kafka Streams, Flink) are built from benchmarks/jvm/ with Maven when stale.
 bench: install
 	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m benchmarks.peer_jvm
 	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
 
 bench-quick: install

@@ -1,13 +1,16 @@
 """Scenario 3: peers doing the same sessionization on the same topics, against our node.
 
     .venv/bin/python -m benchmarks.peers [--workload apache|generated|both]
-        [--fragments 1000000] [--streams 64] [--peers bytewax quix spark] [--nodes 1 2]
+        [--fragments 1000000] [--streams 64] [--nodes 1 2]
+        [--peers bytewax quix spark kstreams kstreams-eos flink]
 
 Per workload: produced once to an app's stream topics; then, one after the
 other on those topics, our `sessionizer node`s (WebSessions; 1, then 2 nodes:
 Spark's local mode uses both cores) and each peer
 (`benchmarks.peer_bytewax`, `benchmarks.peer_quix`, `benchmarks.peer_spark`,
-each a process of its own: see their docstrings for exactly what they run).
+`benchmarks.peer_kstreams` at-least-once and with `--eos`, `benchmarks.peer_flink`,
+each a process of its own: see their docstrings for exactly what they run; the
+JVM ones are built from benchmarks/jvm/ with Maven on first use).
 Same key, same 30-minute gap, same 2-minute allowance for late records.
 
 Per system: fragments/s over its processing time (first record to the end;
@@ -59,19 +62,28 @@ from benchmarks.measure import (
 )
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
 from benchmarks.peer_common import GAP_MS, GRACE_MS, progress_path, read_progress
+from benchmarks.peer_jvm import jvm_missing, pom_version
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
 from router.hashing import stream_for_key
 
 __all__ = ["PEERS", "main"]
 
-PEERS = ("bytewax", "quix", "spark")
+PEERS = ("bytewax", "quix", "spark", "kstreams", "kstreams-eos", "flink")
 PACKAGES = {"bytewax": "bytewax", "quix": "quixstreams", "spark": "pyspark"}
+# JVM peers: (driver module, its extra flags, the benchmarks/jvm/pom.xml version property).
+JVM_PEERS = {
+    "kstreams": ("kstreams", [], "kafka.version"),
+    "kstreams-eos": ("kstreams", ["--eos"], "kafka.version"),
+    "flink": ("flink", [], "flink.version"),
+}
 Signature = tuple[str, int, int, int]
 Closing = Callable[[Signature], bool]
 
 
 def _version(peer: str) -> str | None:
+    if peer in JVM_PEERS:
+        return None if jvm_missing() else pom_version(JVM_PEERS[peer][2])
     try:
         return metadata.version(PACKAGES[peer])
     except metadata.PackageNotFoundError:
@@ -121,16 +133,20 @@ def _run_peer(
     app = produced.connection.app
     row: dict[str, Any] = {"system": peer, "version": _version(peer)}
     if row["version"] is None:
+        if peer in JVM_PEERS:
+            return {**row, "error": f"cannot run: {jvm_missing()}"}
         return {**row, "error": f"not installed: pip install {PACKAGES[peer]}"}
     out_topic = f"{app}.peer.{peer}"
     create_topic(cluster.bootstrap, out_topic)
     work = scratch / f"{peer}-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
     result_path, log_path = work / "result.json", work / "peer.log"
+    module, extra, _ = JVM_PEERS.get(peer, (peer, [], ""))
     command = [
         sys.executable,
         "-m",
-        f"benchmarks.peer_{peer}",
+        f"benchmarks.peer_{module}",
+        *extra,
         "--bootstrap",
         cluster.bootstrap,
         "--app",
@@ -193,13 +209,40 @@ def _run_peer(
         "state_bytes": state,
         "disk_written": result["disk_written"],
         "cpu_s": result["cpu_s"],
+        "cpu_s_after_first_record": result.get("cpu_s_after_first_record"),
         "cores_busy": busy,
-        "detail": {
-            k: v
-            for k, v in result.items()
-            if k in ("batches", "setup_s", "records_seen", "idle_seconds", "late_records")
-        },
+        "detail": {k: v for k, v in result.items() if k in DETAIL},
     }
+
+
+DETAIL = (
+    "batches",
+    "setup_s",
+    "records_seen",
+    "idle_seconds",
+    "late_records",
+    "cpu_at_first_record_s",
+    "sessions_emitted",
+    "max_rss_mib",
+    "changelog_topics",
+    "local_state_bytes",
+    "checkpoint_dir_bytes",
+    "checkpoint_files",
+    "job_runtime_s",
+    "last_event_ms",
+    "sentinel_ms",
+    "driver_cpu_s",
+)
+
+
+def _per_cpu(row: dict[str, Any], fragments: int) -> None:
+    """Fragments per CPU second, with and without the JVM's start-up where it was measured."""
+    for cpu, key in (
+        ("cpu_s", "fragments_per_cpu_s"),
+        ("cpu_s_after_first_record", "fragments_per_cpu_s_after_start"),
+    ):
+        if row.get(cpu):
+            row[key] = fragments / row[cpu]
 
 
 def _timed_out(budget: float, progress_file: Path) -> str:
@@ -289,6 +332,7 @@ def _one_workload(
     ours = rows[0]["fragments_per_s"] if rows and "fragments_per_s" in rows[0] else None
     for row in rows:
         row["workload"] = name
+        _per_cpu(row, len(workload.fragments))
         if ours and "fragments_per_s" in row:
             row["ratio_to_ours"] = row["fragments_per_s"] / ours
     return rows
@@ -308,6 +352,9 @@ COLUMNS = [
     "state_bytes",
     "disk_written",
     "cpu_s",
+    "cpu_s_after_first_record",
+    "fragments_per_cpu_s",
+    "fragments_per_cpu_s_after_start",
     "cores_busy",
 ]
 

@@ -42,7 +42,10 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "profile_node": ("Where a node's CPU goes (py-spy)", _LIMITS.profile_node),
     "engine_memory": ("Memory per open session (long sessions)", _LIMITS.engine_memory),
     "zookeeper_commits": ("ZooKeeper: commits, capacity, a simulation", _LIMITS.zookeeper_commits),
-    "peers": ("Peers: Bytewax, Quix Streams, Spark Structured Streaming", _SCENARIOS.peers),
+    "peers": (
+        "Peers: Bytewax, Quix Streams, Spark Structured Streaming, Kafka Streams, Flink",
+        _SCENARIOS.peers,
+    ),
     "failover_modes": (
         "Failover and planned moves: kill -9, SIGTERM, --drain, join; with and without handover",
         _SCENARIOS.failover,

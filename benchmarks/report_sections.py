@@ -157,6 +157,9 @@ def _peers(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
                 ("state_bytes", "state bytes"),
                 ("disk_written", "local disk written"),
                 ("cpu_s", "CPU s"),
+                ("cpu_s_after_first_record", "CPU s from first record"),
+                ("fragments_per_cpu_s", "fragments per CPU s"),
+                ("fragments_per_cpu_s_after_start", "per CPU s from first record"),
                 "cores_busy",
             ],
         )

@@ -163,6 +163,10 @@ def _versions() -> dict[str, str]:
             "spark": "spark-sql-kafka-0-10 connector",
         }[name]
         versions[label] = found.group(1) if found else "?"
+    jvm = (ROOT / "benchmarks" / "jvm" / "pom.xml").read_text()
+    for name, label in (("kafka", "Kafka Streams (peer)"), ("flink", "Flink (peer)")):
+        found = re.search(rf"<{name}\.version>([^<]+)<", jvm)
+        versions[label] = found.group(1) if found else "?"
     commit = _first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
     dirty = _first_line(["git", "-C", str(ROOT), "status", "--porcelain"])
     versions["sessionizer commit"] = commit + (
