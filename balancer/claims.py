@@ -21,6 +21,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from balancer.fencing import StreamLease
 from balancer.paths import AppPaths
+from framework.safe_json import loads_object
 from framework.zookeeper import ensure_app
 
 __all__ = [
@@ -48,12 +49,10 @@ def encode(value: dict[str, Any]) -> bytes:
 
 
 def decode(data: bytes | None) -> dict[str, Any]:
-    """Decode znode data written by `encode`; anything else reads as empty."""
-    try:
-        value = json.loads(data or b"{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    """Decode znode data written by `encode`; anything else reads as empty (never raises:
+    `framework.safe_json` bounds its size, depth and numbers)."""
+    value = loads_object(data)
+    return {} if value is None else value
 
 
 def member_info(capacity: int | None) -> dict[str, Any]:

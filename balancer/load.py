@@ -22,15 +22,30 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from balancer import claims
-from balancer.load_plan import LoadView
+from balancer.load_plan import MAX_STREAM_LOAD, LoadView
 from balancer.paths import AppPaths
+from framework.limits import MAX_EVENT_TIME_MS
+from framework.safe_json import loads_object
 
-__all__ = ["LoadMeter", "LoadReporter", "StreamLoad", "read_loads", "read_view"]
+__all__ = [
+    "MAX_BUSY",
+    "MAX_MOVED_AT",
+    "LoadMeter",
+    "LoadReporter",
+    "StreamLoad",
+    "read_loads",
+    "read_view",
+]
 
 # Publish again when the rate moved by more than this fraction (plus an absolute floor in
 # fragments/s, so an idle stream's decaying rate is not rewritten for ever).
 _CHANGE = 0.1
 _FLOOR = 0.05
+
+MAX_BUSY = 1e6
+"""The largest busy share (seconds of processing per second) a published load may claim."""
+MAX_MOVED_AT = MAX_EVENT_TIME_MS / 1000
+"""The latest `moved_at` believed (seconds): the end of year 9999, like event times."""
 
 
 @dataclass(frozen=True)
@@ -57,16 +72,22 @@ class StreamLoad:
 
     @classmethod
     def decode(cls, data: bytes | None) -> StreamLoad | None:
-        """The load in `data`, or None if it is not one (never raises)."""
-        try:
-            value = json.loads(data or b"null")
-            rate, busy, moved_at = (_number(value.get(k)) for k in ("rate", "busy", "moved_at"))
-            node = str(value.get("node", ""))
-        except (ValueError, TypeError, AttributeError):
+        """The load in `data`, or None if it is not one (never raises, for any bytes).
+
+        A rate outside [0, `MAX_STREAM_LOAD`] or a busy share outside [0, `MAX_BUSY`]
+        is no usable measurement (the planner takes the mean); a `moved_at` that is not
+        a wall-clock time in [0, `MAX_MOVED_AT`] s is none.
+        """
+        value = loads_object(data)
+        if value is None:
             return None
-        if rate is not None and (rate < 0 or busy is None or busy < 0):
+        rate = _number(value.get("rate"), MAX_STREAM_LOAD)
+        busy = _number(value.get("busy"), MAX_BUSY)
+        moved_at = _number(value.get("moved_at"), MAX_MOVED_AT)
+        node = value.get("node", "")
+        if rate is None or busy is None:
             rate = busy = None  # not a usable measurement: the planner takes the mean
-        return cls(rate, busy if rate is not None else None, node, moved_at)
+        return cls(rate, busy, node if isinstance(node, str) else "", moved_at)
 
     def differs(self, other: StreamLoad) -> bool:
         """True when the rates differ enough to be worth a write."""
@@ -75,11 +96,11 @@ class StreamLoad:
         return abs(self.rate - other.rate) > _CHANGE * other.rate + _FLOOR
 
 
-def _number(value: object) -> float | None:
-    """A finite float, or None (missing, or anything else)."""
+def _number(value: object, most: float) -> float | None:
+    """A float in [0, `most`], or None (missing, or anything else)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if 0 <= value <= most else None
 
 
 @dataclass

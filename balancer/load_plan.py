@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "MAX_STREAM_LOAD",
     "LoadPlan",
     "LoadPolicy",
     "LoadView",
@@ -44,6 +45,11 @@ __all__ = [
 
 # Relative slack for float comparisons, so a plan never hinges on rounding.
 _EPSILON = 1e-9
+
+MAX_STREAM_LOAD = 1e12
+"""The largest stream load (fragments/s) the plan believes; above it (or not a finite number
+>= 0) a load counts as unknown.  About a million times what one node can read, and small
+enough that no sum, square or product of the plan can overflow a double."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,11 @@ class LoadPlan:
 
 
 def effective_loads(streams: Iterable[str], loads: Mapping[str, float]) -> dict[str, float]:
-    """Each stream's known load, or the mean of the known ones (1.0 each if none is known)."""
+    """Each stream's known load, or the mean of the known ones (1.0 each if none is known).
+
+    A load that is not a finite number in [0, `MAX_STREAM_LOAD`] is unknown, so the plan is
+    total: no input makes its arithmetic overflow (`fsum` of two 9e307 would).
+    """
     names = sorted(set(streams))
     known = [loads[s] for s in names if _valid(loads.get(s))]
     fill = math.fsum(known) / len(known) if known else 1.0
@@ -125,7 +135,12 @@ def effective_loads(streams: Iterable[str], loads: Mapping[str, float]) -> dict[
 
 
 def _valid(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value >= 0
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= MAX_STREAM_LOAD
+    )
 
 
 def node_loads(
@@ -174,6 +189,8 @@ def plan(view: LoadView, policy: LoadPolicy) -> LoadPlan:
 
 
 def _recent(moved_at: Mapping[str, float], now: float, interval: float) -> set[str]:
+    if not math.isfinite(now):
+        return set()  # no clock to measure a cool-down against: nothing counts as recent
     return {s for s, at in moved_at.items() if math.isfinite(at) and now - at < interval}
 
 

@@ -17,7 +17,9 @@ policy the members run: `"count"`, `"load"`, or both joined by `+` while they
 disagree) and `"node_loads"`: each member's load, its streams' loads summed
 with an unpublished one counted as the mean
 (`balancer.load_plan.effective_loads`); empty before any load is published.
-The table shows them as columns.
+`format_table` renders all this for people: by default in `TABLE_WIDTH`
+columns (stream, owner, `stream_lag`, open sessions, dead letters when they
+fit, `stream_state`), with `wide` every column.
 The balancer knows members, claims and epochs only; the state columns
 (`safe_offset`, `committed_offset`, `end_offset`, `open_sessions`, `ignored`)
 come from a `StreamColumns` function the caller passes in, so this package
@@ -27,6 +29,7 @@ never learns about Kafka or the state store.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -38,7 +41,16 @@ from balancer.load_plan import effective_loads, node_loads
 from balancer.paths import AppPaths
 from framework.zookeeper import OPEN
 
-__all__ = ["StreamColumns", "auth_line", "format_table", "load_summary", "snapshot"]
+__all__ = [
+    "TABLE_WIDTH",
+    "StreamColumns",
+    "auth_line",
+    "format_table",
+    "load_summary",
+    "snapshot",
+    "stream_lag",
+    "stream_state",
+]
 
 StreamColumns = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
 """Given stream names, return extra columns per stream name (merged into each row)."""
@@ -144,14 +156,50 @@ def _policies(client: KazooClient, paths: AppPaths, members: Sequence[str]) -> s
     return "+".join(sorted(found)) or None
 
 
-_NOT_COLUMNS = ("name", "owner", "corrupt")  # shown otherwise than as a column of their own
+TABLE_WIDTH = 80
+"""`format_table` fits a terminal this wide unless asked for every column (`wide`)."""
+
+_MIN_OWNER = 8  # an owner column squeezed to fit is never narrower than this
+_GAP = "  "
+_SHOWN = ("name", "owner", "corrupt", "lag", "open_sessions", "dead_letters")
+"""Row keys the default table shows (or shows otherwise); `wide` adds every other key."""
 
 
-def format_table(status: Mapping[str, Any]) -> str:
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    cell: Callable[[Mapping[str, Any]], str]
+    numeric: bool = True  # right-aligned; text is left-aligned
+
+
+def stream_lag(row: Mapping[str, Any]) -> int | None:
+    """`end_offset - committed_offset`: records the owner has not read yet (None: unknown)."""
+    end, committed = row.get("end_offset"), row.get("committed_offset")
+    if isinstance(end, int) and isinstance(committed, int):
+        return max(0, end - committed)
+    return None
+
+
+def stream_state(row: Mapping[str, Any]) -> str:
+    """`corrupt`, `unowned`, `caught-up` (lag 0), `behind`, or `owned` (lag unknown)."""
+    if row.get("corrupt") is not None:
+        return "corrupt"
+    if row.get("owner") is None:
+        return "unowned"
+    lag = stream_lag(row)
+    if lag is None:
+        return "owned"
+    return "caught-up" if lag == 0 else "behind"
+
+
+def format_table(status: Mapping[str, Any], *, wide: bool = False, width: int = TABLE_WIDTH) -> str:
     """A plain-text rendering: one line per consumer, one per stream, then the corrupt ones.
 
-    A quarantined stream shows `corrupt` in the owner column (or `corrupt:<owner>`
-    in the moment before its owner frees the claim); the reasons follow the table.
+    By default the stream table fits `width` columns: STREAM, OWNER, LAG
+    (`stream_lag`), OPEN (open sessions), DEAD (dead letters, when the rows have
+    them and they fit) and STATE (`stream_state`); an owner name too long is cut.
+    `wide` adds every other column of the rows (EPOCH, LOAD, BUSY, SAFE_OFFSET, ...).
+    The reasons of corrupt streams follow the table.
     """
     streams = status["streams"]
     claimed = sum(1 for row in streams if row["owner"] is not None)
@@ -164,15 +212,69 @@ def format_table(status: Mapping[str, Any]) -> str:
         *([f"balance: {status['balance']}"] if status.get("balance") else []),
         "",
         *_consumer_lines(status["consumers"], status.get("node_loads") or {}),
+        "",
+        *_stream_lines(streams, wide=wide, width=width),
     ]
-    keys = [k for k in (streams[0] if streams else {}) if k not in _NOT_COLUMNS]
-    width = max([len("STREAM"), *(len(row["name"]) for row in streams)])
-    header = f"{'STREAM':<{width}} {'OWNER':<24}" + "".join(f" {k.upper():>12}" for k in keys)
-    lines += ["", header]
-    for row in streams:
-        cells = "".join(f" {_cell(row.get(k)):>12}" for k in keys)
-        lines.append(f"{row['name']:<{width}} {_owner(row):<24}{cells}")
     return "\n".join(lines + _corrupt_lines(corrupt))
+
+
+def _stream_lines(rows: Sequence[Mapping[str, Any]], *, wide: bool, width: int) -> list[str]:
+    keys = list(dict.fromkeys(key for row in rows for key in row))
+    columns = [
+        _Column("STREAM", lambda row: str(row["name"]), numeric=False),
+        _Column("OWNER", lambda row: _cell(row["owner"]), numeric=False),
+    ]
+    if "end_offset" in keys and "committed_offset" in keys:
+        columns.append(_Column("LAG", lambda row: _cell(stream_lag(row))))
+    if "open_sessions" in keys:
+        columns.append(_Column("OPEN", lambda row: _cell(row.get("open_sessions"))))
+    dead = _Column("DEAD", lambda row: _cell(row.get("dead_letters")))
+    if "dead_letters" in keys:
+        columns.append(dead)
+    columns.append(_Column("STATE", stream_state, numeric=False))
+    if wide:
+        columns += [_key_column(key) for key in keys if key not in _SHOWN]
+        return _render(columns, rows)
+    lines = _render(columns, rows)
+    if dead in columns and _widest(lines) > width:
+        columns.remove(dead)  # wide shows it
+        lines = _render(columns, rows)
+    if _widest(lines) > width:  # long owner names: cut them (the CONSUMER lines show them whole)
+        lines = _render(columns, rows, cut_owner=_widest(lines) - width)
+    return lines
+
+
+def _key_column(key: str) -> _Column:
+    return _Column(key.upper(), lambda row: _cell(row.get(key)))
+
+
+def _render(
+    columns: Sequence[_Column], rows: Sequence[Mapping[str, Any]], cut_owner: int = 0
+) -> list[str]:
+    """Aligned lines; `cut_owner` > 0 narrows the OWNER column by that many characters."""
+    table = [[column.header for column in columns]]
+    table += [[column.cell(row) for column in columns] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    if cut_owner > 0:
+        owner = [column.header for column in columns].index("OWNER")
+        widths[owner] = max(_MIN_OWNER, widths[owner] - cut_owner)
+        for line in table:
+            line[owner] = _cut(line[owner], widths[owner])
+    return [
+        _GAP.join(
+            cell.rjust(w) if column.numeric else cell.ljust(w)
+            for cell, w, column in zip(line, widths, columns, strict=True)
+        ).rstrip()
+        for line in table
+    ]
+
+
+def _widest(lines: Sequence[str]) -> int:
+    return max((len(line) for line in lines), default=0)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 2] + ".."
 
 
 def _consumer_lines(consumers: Sequence[Mapping[str, Any]], loads: Mapping[str, Any]) -> list[str]:
@@ -188,22 +290,24 @@ def _consumer_lines(consumers: Sequence[Mapping[str, Any]], loads: Mapping[str, 
 def auth_line(app: str, auth: str) -> str:
     """Whether the app's znodes are protected, given the kind of the app root's ACL."""
     if auth == OPEN:
-        return f"app {app}: znodes open to anyone (created without ZooKeeper authentication)"
-    return f"app {app}: znodes protected ({auth}): only the identity that created them"
-
-
-def _owner(row: Mapping[str, Any]) -> str:
-    if row.get("corrupt") is None:
-        return _cell(row["owner"])
-    return "corrupt" if row["owner"] is None else f"corrupt:{row['owner']}"
+        return f"app {app}: znodes open to anyone (created without --zk-auth)"
+    return f"app {app}: znodes protected ({auth}): only their creator may use them"
 
 
 def _corrupt_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
-    hint = "no node takes these; repair: sessionizer streams reset STREAM --from-offset N"
-    return ["", f"CORRUPT ({hint})"] + [f"{row['name']}: {row['corrupt']}" for row in rows]
+    hint = "CORRUPT: no node takes these; sessionizer streams reset STREAM --from-offset N"
+    return ["", hint] + [f"{row['name']}: {row['corrupt']}" for row in rows]
 
 
 def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
+    """A value as people read it: `-` for none, yes/no, numbers without float noise."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        text = f"{value:.2f}".rstrip("0").rstrip(".")
+        return "<0.01" if text == "0" and value > 0 else text
+    return str(value)

@@ -2,13 +2,17 @@
 
 Names are resolved lazily so that importing `framework.errors` from the other
 packages never drags in the node runtime (and so that import has no side
-effects).
+effects but one: the filters of kafka-python's import-time DeprecationWarnings,
+`framework.kafka_warnings`, installed here because every module that imports
+kafka-python lives in a package that imports `framework` first).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from framework.kafka_warnings import ignore_kafka_import_warnings
 
 if TYPE_CHECKING:  # what a type checker sees; at run time the names load lazily (below)
     from framework.config import ConnectionConfig
@@ -18,6 +22,8 @@ if TYPE_CHECKING:  # what a type checker sees; at run time the names load lazily
     from sessionizer.processor import StreamProcessor
 
 __all__ = ["ConnectionConfig", "Node", "NodeConfig", "SessionizerError", "StreamProcessor"]
+
+ignore_kafka_import_warnings()
 
 _EXPORTS = {
     "ConnectionConfig": "framework.config",

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 import setproctitle
 from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 
 from framework.client_settings import hide_secret_arguments
-from framework.commands.options import common_parser
+from framework.commands.options import CommandParser, common_parser
 from framework.errors import SessionizerError
 from framework.logging import configure_logging
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "build_parser", "main", "package_version"]
 
 # Each module defines `add_parser(subparsers, common)`; the parser it adds sets `run`.
 _COMMANDS = (
@@ -28,14 +30,27 @@ _COMMANDS = (
     "sessions",
     "aggregate",
     "demo",
+    "deadletters",
 )
+
+EXIT_BROKEN_PIPE = 141
+"""Exit code when the reader of stdout went away (`| head`): 128 + SIGPIPE, as `cat` has."""
+
+
+def package_version() -> str:
+    """The installed distribution's version (`pip install` metadata)."""
+    try:
+        return version("sessionizer")
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with one subparser per available command."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="sessionizer", description="Stateful stream sessionization on Kafka and ZooKeeper."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_parser()
     for name in _COMMANDS:
@@ -47,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sessionizer` console script."""
     args = build_parser().parse_args(argv)
     _hide_secrets_from_process_title()
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
         return int(args.run(args) or 0)
     except SessionizerError as exc:
@@ -56,14 +71,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KafkaError, KazooException) as exc:
         # A last resort: commands wrap these where they can say more.
         print(
-            f"sessionizer {args.command}: error: the cluster did not answer ({exc!r}); "
+            f"sessionizer {args.command}: error: the cluster did not answer ({_short(exc)}); "
             "check --zk / --bootstrap (or SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP) and that "
             "the servers are up",
             file=sys.stderr,
         )
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         return 130
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (`| head`): end quietly, as Unix tools do.
+
+    stdout is pointed at /dev/null first, so the interpreter's own flush at exit
+    does not fail a second time and print a traceback.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # stdout is no file (an in-process caller's buffer): nothing left to flush
+    return EXIT_BROKEN_PIPE
 
 
 def _hide_secrets_from_process_title() -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "hide_secret_arguments",
     "parse_zk_auth",
     "read_kafka_properties",
+    "read_zk_auth",
     "redacted",
 ]
 
@@ -103,6 +104,30 @@ def hide_secret_arguments(argv: Sequence[str]) -> list[str] | None:
                 shown[index] = flag + "=***"
                 hidden = True
     return shown if hidden else None
+
+
+def read_zk_auth(value: str | None) -> str | None:
+    """`--zk-auth` as given, or for `@FILE` the identity FILE holds (a mounted secret).
+
+    In FILE, blank lines and lines starting with `#` are skipped and the one
+    other line is the identity; a file with none means no authentication (the
+    default secret of deploy/). None or "" is no authentication too.
+    """
+    if not value or not value.startswith("@"):
+        return value or None
+    file = Path(value[1:])
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"--zk-auth @{file}: cannot read it ({exc.strerror or exc}); pass "
+            "SCHEME:CREDENTIALS or @FILE of a readable file (env SESSIONIZER_ZK_AUTH)"
+        ) from exc
+    lines = [line.strip() for line in text.splitlines()]
+    identities = [line for line in lines if line and not line.startswith("#")]
+    if len(identities) > 1:
+        raise ConfigError(f"--zk-auth @{file}: {len(identities)} identities; keep one line")
+    return identities[0] if identities else None
 
 
 def parse_zk_auth(value: str) -> tuple[str, str]:

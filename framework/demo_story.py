@@ -24,11 +24,10 @@ from framework.cluster import LocalCluster, wait_until
 from framework.cluster.artifacts import artifacts_cached, resolve_artifacts
 from framework.config import ConnectionConfig
 from framework.errors import SessionizerError
+from framework.local_nodes import NodeGroup, claims_by_owner, settled, streams_of
 from framework.progress import state_columns
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
-from framework.testing.members import claims_by_owner
-from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.transport import KafkaClient
 from framework.verify import Verification, expected_sessions, verify_sessions
 from framework.zookeeper import zookeeper_client

@@ -8,21 +8,31 @@ and any other client property). confluent-kafka takes them as they are;
 kafka-python and Spark's Kafka source (the Java client) get their equivalents
 here, in one place. A leaf module (it imports only `framework.errors`), so
 `router` and `sessionizer` use it as they use `framework.limits`.
+
+Every confluent-kafka client is given `"logger": librdkafka_logger()` in its
+config: librdkafka's lines then go through `logging` (and from there through
+structlog, `framework.logging`) instead of straight to stderr as `%3|...` text.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from framework.errors import ConfigError
 
 __all__ = [
+    "LIBRDKAFKA_LOGGER",
     "assigned_consumer",
     "java_client_settings",
     "kafka_python_config",
     "kafka_python_settings",
+    "librdkafka_logger",
 ]
+
+LIBRDKAFKA_LOGGER = "librdkafka"
+"""The `logging` logger every confluent-kafka client the project makes logs to."""
 
 # Standard name -> kafka-python keyword.
 _KAFKA_PYTHON = {
@@ -102,6 +112,15 @@ def assigned_consumer(
             **extra,
         )
     )
+
+
+def librdkafka_logger() -> logging.Logger:
+    """The logger for a confluent-kafka client's `"logger"` setting (every client gets it).
+
+    confluent-kafka hands a client's log lines to it from the calls that serve
+    the client's queue (`poll`, `consume`, `flush`), in the caller's thread.
+    """
+    return logging.getLogger(LIBRDKAFKA_LOGGER)
 
 
 def java_client_settings(properties: Mapping[str, str]) -> dict[str, str]:

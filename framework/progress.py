@@ -12,6 +12,7 @@ from kazoo.exceptions import NoNodeError
 
 from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
+from framework.dead_letters import DeadLetterCounts
 from framework.kafka_settings import assigned_consumer
 from state.errors import CorruptStateError
 from state.record import StreamState
@@ -58,20 +59,35 @@ def end_offsets(
 
 
 def state_columns(
-    client: KazooClient, connection: ConnectionConfig
+    client: KazooClient,
+    connection: ConnectionConfig,
+    on_kafka_error: Callable[[KafkaError], None] | None = None,
 ) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
-    """The `status` columns a stream's state and Kafka give (a `balancer.status.StreamColumns`)."""
+    """The `status` columns a stream's state and Kafka give (a `balancer.status.StreamColumns`).
+
+    When Kafka cannot be read, `end_offset` is None and `on_kafka_error` is told why.
+    """
+
+    # `dead_letters`: per stream, from the dead-letter topic (incremental under --watch).
+    dead = DeadLetterCounts(connection.bootstrap, connection.app, connection.kafka_config)
 
     def columns(streams: Sequence[str]) -> dict[str, dict[str, Any]]:
         records = read_records(client, connection.paths, streams)
+        counts = None
         try:
             ends: dict[str, int | None] = dict(
                 end_offsets(connection.bootstrap, streams, connection.kafka_config)
             )
-        except KafkaError:
+            counts = dead.counts()  # only once Kafka answered: each try waits out a bootstrap
+        except KafkaError as exc:
             ends = dict.fromkeys(streams)  # Kafka unreachable: show the ZooKeeper view
+            if on_kafka_error is not None:
+                on_kafka_error(exc)
         return {
-            stream: _cells(_decoded(data, stream), ends.get(stream))
+            stream: {
+                **_cells(_decoded(data, stream), ends.get(stream)),
+                "dead_letters": None if counts is None else counts.get(stream, 0),
+            }
             for stream, data in records.items()
         }
 

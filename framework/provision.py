@@ -13,9 +13,11 @@ from balancer.paths import AppPaths
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
 from framework.progress import end_offsets
+from framework.reset_producers import producers_at
 from framework.zookeeper import app_client, ensure_app
 from router.provisioning import TopicPlan, create_stream_topics
 from router.registry import check_stream_count, register_streams
+from sessionizer.producer_clocks import LiveProducers
 from state.errors import FencedError
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
@@ -50,11 +52,14 @@ def provision_streams(connection: ConnectionConfig, count: int, replication: int
 def reset_stream(connection: ConnectionConfig, stream: str, from_offset: int) -> dict[str, Any]:
     """Restart `stream` at `from_offset` with a fresh state record, and lift its quarantine.
 
-    The record `StreamState(stream, safe_offset=N, committed_offset=N)` is
-    written with a version-checked write through `ZooKeeperRecords` (the one
-    fenced writer), which bumps the version and so fences any current owner;
-    the quarantine marker is deleted only after that.  Returns what `streams
-    reset` prints: `{"stream", "from_offset", "was_corrupt"}`.
+    The record `StreamState(stream, safe_offset=N, committed_offset=N,
+    producers=...)` keeps the stream's live producers as of N, rebuilt from the
+    current record and the log (`framework.reset_producers`): with two producers
+    live at N, one producer's END must not end the whole input.  It is written
+    with a version-checked write through `ZooKeeperRecords` (the one fenced
+    writer), which bumps the version and so fences any current owner; the
+    quarantine marker is deleted only after that.  Returns what `streams reset`
+    prints: `{"stream", "from_offset", "was_corrupt", "producers", "producers_from"}`.
     """
     if from_offset < 0:
         raise ConfigError(f"--from-offset must be >= 0, got {from_offset}")
@@ -62,10 +67,21 @@ def reset_stream(connection: ConnectionConfig, stream: str, from_offset: int) ->
     with app_client(connection) as client:
         _check_stream(client, paths, stream)
         _check_offset(connection, stream, from_offset)
-        _write_fresh(client, paths, stream, from_offset)
+        current = _current_record(client, paths, stream)
+        try:
+            rebuilt = producers_at(
+                connection.bootstrap, connection.kafka_config, stream, from_offset, current
+            )
+        except KafkaError as exc:
+            raise ConfigError(
+                f"cannot read {stream} from Kafka at {connection.bootstrap} to rebuild its "
+                f"producers ({exc!r}); nothing was reset"
+            ) from exc
+        _write_fresh(client, paths, stream, from_offset, rebuilt.producers)
         marker = quarantine.clear(client, paths, stream)
     reason = None if marker is None else str(marker.get("reason", "unknown"))
-    return {"stream": stream, "from_offset": from_offset, "was_corrupt": reason}
+    done = {"stream": stream, "from_offset": from_offset, "was_corrupt": reason}
+    return {**done, **rebuilt.to_json()}
 
 
 def _check_stream(client: KazooClient, paths: AppPaths, stream: str) -> None:
@@ -97,13 +113,30 @@ def _check_offset(connection: ConnectionConfig, stream: str, from_offset: int) -
         )
 
 
-def _write_fresh(client: KazooClient, paths: AppPaths, stream: str, offset: int) -> int:
+def _current_record(client: KazooClient, paths: AppPaths, stream: str) -> bytes | None:
+    """The stream's state record as it is now (None: never taken yet)."""
+    try:
+        data, _ = ZooKeeperRecords(client, paths.stream_states).read(stream)
+    except FencedError:  # no znode yet
+        return None
+    return data
+
+
+def _write_fresh(
+    client: KazooClient, paths: AppPaths, stream: str, offset: int, producers: LiveProducers
+) -> int:
     """Write the fresh record over whatever version is there; return the new version."""
     records = ZooKeeperRecords(client, paths.stream_states)
     client.ensure_path(records.path(stream))  # never taken yet: an empty record
     for _ in range(_RESET_ATTEMPTS):
         _, version = records.read(stream)
-        fresh = StreamState(stream, epoch=version + 1, safe_offset=offset, committed_offset=offset)
+        fresh = StreamState(
+            stream,
+            epoch=version + 1,
+            safe_offset=offset,
+            committed_offset=offset,
+            producers=producers,
+        )
         try:
             return records.write(stream, fresh.encode(), version)
         except FencedError:

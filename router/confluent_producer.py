@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from framework.kafka_settings import librdkafka_logger
 from router.errors import ProduceFailed, ProvisioningError
 from router.producer_transport import Headers, check_stream_count
 
@@ -43,7 +44,12 @@ class ConfluentTransport:
         # librdkafka waits this long for an acknowledgement before failing a record.
         self._delivery_timeout_s = int(str(settings.get("delivery.timeout.ms", 300_000))) / 1000
         self._producer = Producer(
-            {**settings, "delivery.report.only.error": True, "on_delivery": self._delivered}
+            {
+                **settings,
+                "delivery.report.only.error": True,
+                "on_delivery": self._delivered,
+                "logger": librdkafka_logger(),  # its lines as log records, not stderr text
+            }
         )
         self._produce = self._producer.produce
 

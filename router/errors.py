@@ -13,6 +13,7 @@ __all__ = [
     "InvalidAppName",
     "MalformedLine",
     "MalformedReason",
+    "NothingParsed",
     "ProduceFailed",
     "ProvisioningError",
     "RouterError",
@@ -121,6 +122,25 @@ class InvalidAppName(RouterError, ConfigError):
         super().__init__(
             f"invalid app name {app!r}: {problem}; use 1-200 characters from "
             "[A-Za-z0-9._-] (set --app or SESSIONIZER_APP)"
+        )
+
+
+class NothingParsed(RouterError, ConfigError):
+    """Every input line was rejected: almost always the wrong --format."""
+
+    def __init__(
+        self, fmt: str, read: int, reasons: dict[str, int], would_parse: list[str]
+    ) -> None:
+        self.format = fmt
+        self.would_parse = would_parse
+        counts = ", ".join(f"{r}={n:,}" for r, n in sorted(reasons.items()))
+        hint = (
+            f"the first lines parse with --format {' or '.join(would_parse)}"
+            if would_parse
+            else "check --format (docs/routing.md)"
+        )
+        super().__init__(
+            f"none of the {read:,} lines parsed as {fmt} ({counts}); {hint}; nothing was sent"
         )
 
 

@@ -29,7 +29,7 @@ from router.format_registry import (
     load_format,
 )
 from router.formats_apache import referrer_site
-from router.formats_sshd import DEFAULT_SYSLOG_YEAR, SshdFormat
+from router.formats_sshd import DEFAULT_SYSLOG_YEAR, SshdFormat, log_year
 from router.fragment import ParsedFragment
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "parse_file",
     "parse_line",
     "referrer_site",
+    "syslog_year",
     "with_year",
 ]
 
@@ -63,9 +64,14 @@ def with_year(fmt: Format, year: int | None) -> Format:
 
 
 def line_parser(fmt: FormatSpec, *, year: int | None = None) -> LineParser:
-    """A function parsing lines of `fmt` (loaded once, so errors in `fmt` come now)."""
+    """A function parsing lines of `fmt` (loaded once, so errors in `fmt` come now).
+
+    Give it one log's lines in order: the built-in `sshd` dates its first classic
+    syslog line in `year` and moves to the next year where the months step back
+    (Dec -> Jan; `router.formats_sshd.SyslogYears`).
+    """
     loaded = with_year(load_format(fmt), year)
-    parse = loaded.parse
+    parse = loaded.reader() if isinstance(loaded, SshdFormat) else loaded.parse
 
     def parse_one(line: str) -> ParsedFragment:
         # A trailing newline is part of reading a file, not of the record; a BOM only
@@ -83,6 +89,18 @@ def line_parser(fmt: FormatSpec, *, year: int | None = None) -> LineParser:
         return fragment
 
     return parse_one
+
+
+def syslog_year(file: str, fmt: Format) -> int | None:
+    """The year `produce` dates a file's classic syslog lines in when no `--year` is given.
+
+    For the built-in `sshd` format and a file (not `-`, standard input): the year of
+    its first line, from the file's modification time (`router.formats_sshd.log_year`);
+    None otherwise (the format's own year: DEFAULT_SYSLOG_YEAR).
+    """
+    if not isinstance(fmt, SshdFormat) or file == "-" or not Path(file).is_file():
+        return None
+    return log_year(Path(file))
 
 
 def parse_line(fmt: FormatSpec, line: str, *, year: int | None = None) -> ParsedFragment:

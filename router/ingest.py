@@ -1,23 +1,30 @@
-"""Feed lines or generated fragments through a `StreamProducer`, counting as the thesis did."""
+"""Feed lines or generated fragments through a `StreamProducer`, counting as the thesis did.
+
+A rejected line is logged at debug level (`line_rejected`), and each reason's
+count once at info level when the input ends (`lines_rejected`). Input of which
+no line parses is refused (`NothingParsed`) before the end-of-input watermark
+is written, naming the built-in formats its first lines do parse with.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import structlog
 
-from router.errors import MalformedLine
-from router.formats import FormatSpec, line_parser
+from router.errors import MalformedLine, NothingParsed
+from router.formats import FORMATS, FormatSpec, line_parser, load_format
 from router.fragment import ParsedFragment
 from router.producer import EncodedFragment, ProducerStats, StreamProducer
 
-__all__ = ["Progress", "produce_fragments", "produce_lines"]
+__all__ = ["Progress", "formats_that_parse", "produce_fragments", "produce_lines"]
 
 Progress = Callable[[ProducerStats], None]
 T = TypeVar("T")
 _log = structlog.get_logger("sessionizer.ingest")
 _PROGRESS_EVERY = 50_000
+_SAMPLE_LINES = 20  # non-blank lines kept from the start, to suggest a --format
 
 
 def produce_lines(
@@ -32,9 +39,26 @@ def produce_lines(
     """Parse and send every line; a malformed line is counted with its reason, never raised.
 
     `fmt` is a `Format`, a built-in name or MODULE:NAME; `year` as for `parse_line`.
+    Raises `NothingParsed` (and writes no end-of-input watermark) when lines were
+    read and none of them parsed.
     """
-    encoded = _encoded(producer, lines, line_parser(fmt, year=year))
-    return _send_all(producer, encoded, end_of_input, progress)
+    parse = line_parser(fmt, year=year)
+    sample: list[str] = []
+
+    def parse_and_sample(line: str) -> ParsedFragment:
+        if len(sample) < _SAMPLE_LINES and line.strip():
+            sample.append(line)
+        return parse(line)
+
+    stats = producer.stats
+    _send_all(producer, _encoded(producer, lines, parse_and_sample), progress)
+    _log_reasons(stats)
+    if stats.read and not stats.parsed:
+        name = load_format(fmt).name
+        others = [f for f in formats_that_parse(sample, year=year) if f != name]
+        raise NothingParsed(name, stats.read, dict(stats.reasons), others)
+    _finish(producer, end_of_input)
+    return stats
 
 
 def produce_fragments(
@@ -46,7 +70,27 @@ def produce_fragments(
 ) -> ProducerStats:
     """Send already-parsed fragments (e.g. generated traffic); unencodable ones are rejected."""
     encoded = _encoded(producer, fragments, lambda fragment: fragment)
-    return _send_all(producer, encoded, end_of_input, progress)
+    _send_all(producer, encoded, progress)
+    _log_reasons(producer.stats)
+    _finish(producer, end_of_input)
+    return producer.stats
+
+
+def formats_that_parse(lines: Sequence[str], *, year: int | None = None) -> list[str]:
+    """The built-in formats that parse at least one of `lines`, the most lines first."""
+    parsed: dict[str, int] = {}
+    for name in FORMATS:
+        parse = line_parser(name, year=year)
+        count = 0
+        for line in lines:
+            try:
+                parse(line)
+            except MalformedLine:
+                continue
+            count += 1
+        if count:
+            parsed[name] = count
+    return sorted(parsed, key=lambda name: -parsed[name])
 
 
 def _encoded(
@@ -60,24 +104,29 @@ def _encoded(
             encoded = producer.encode(to_fragment(item))
         except MalformedLine as exc:
             stats.reject(exc.reason)
-            _log.info("line_rejected", line=number, reason=exc.reason, detail=exc.detail[:200])
+            _log.debug("line_rejected", line=number, reason=exc.reason, detail=exc.detail[:200])
             continue
         stats.parsed += 1
         yield encoded
 
 
 def _send_all(
-    producer: StreamProducer,
-    fragments: Iterable[EncodedFragment],
-    end_of_input: bool,
-    progress: Progress | None,
-) -> ProducerStats:
+    producer: StreamProducer, fragments: Iterable[EncodedFragment], progress: Progress | None
+) -> None:
     for fragment in fragments:
         producer.send_encoded(fragment)
         if progress is not None and producer.stats.read % _PROGRESS_EVERY == 0:
             progress(producer.stats)
+
+
+def _log_reasons(stats: ProducerStats) -> None:
+    """One info line per rejection reason (the lines themselves are logged at debug)."""
+    for reason, count in sorted(stats.reasons.items()):
+        _log.info("lines_rejected", reason=reason, lines=count, of_read=stats.read)
+
+
+def _finish(producer: StreamProducer, end_of_input: bool) -> None:
     if end_of_input:
         producer.end_of_input()
     else:
         producer.flush()
-    return producer.stats

@@ -35,6 +35,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from balancer.paths import AppPaths
 from framework.errors import ConfigError
+from framework.safe_json import loads_object
 from router.errors import RouterError
 
 __all__ = [
@@ -191,16 +192,26 @@ class ProducerRegistry:
             data = self._known.pop(name)
             if not (data.get("ended") or data.get("left")):
                 clock = data.get("watermark")
-                streams = tuple(data.get("streams") or self._streams)
+                named = data.get("streams")
+                streams = (
+                    tuple(named)
+                    if isinstance(named, list) and named and all(isinstance(s, str) for s in named)
+                    else tuple(self._streams)
+                )
                 gone.append(GoneProducer(name, clock if isinstance(clock, int) else 0, streams))
         for name in children:
             try:
                 raw, _stat = self._client.get(self._paths.producer(name))
-                self._known[name] = json.loads(raw)
             except NoNodeError:
                 continue  # gone between the listing and the read; seen at the next poll
-            except (ValueError, KazooException) as exc:  # retried at the next poll
+            except KazooException as exc:  # retried at the next poll
                 _log.warning("producer_data_unreadable", producer=name, error=str(exc))
+                continue
+            known = loads_object(raw)  # never raises, whatever another producer wrote
+            if known is None:  # retried at the next poll
+                _log.warning("producer_data_unreadable", producer=name, error="not a JSON object")
+                continue
+            self._known[name] = known
         return tuple(gone)
 
     def _register_again(self) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import structlog
 from kafka import KafkaAdminClient
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import InvalidReplicationFactorError, KafkaError, TopicAlreadyExistsError
 
 from framework.kafka_settings import kafka_python_config
 from router.errors import ProvisioningError, StreamCountMismatch
@@ -113,29 +113,76 @@ def create_stream_topics(
         if existing and existing != plan.num_streams:
             raise StreamCountMismatch(plan.app, expected=existing, configured=plan.num_streams)
         present = set(admin.list_topics())
+        _check_replication(admin, plan, [t for t in plan.all_topics() if t in present])
         missing = [t for t in plan.all_topics() if t not in present]
         if missing:
-            specs = {
-                name: {
-                    "num_partitions": 1,
-                    "replication_factor": plan.replication,
-                    "configs": plan.configs(name),
-                }
-                for name in missing
-            }
-            try:
-                admin.create_topics(specs, wait_for_metadata=True)
-            except TopicAlreadyExistsError:
-                pass  # a concurrent create won the race; the topics are there either way
-            except KafkaError as exc:
-                raise ProvisioningError(
-                    f"creating {len(missing)} topics for app {plan.app!r} failed: {exc}; "
-                    f"is the replication factor {plan.replication} <= the number of brokers?"
-                ) from exc
-        _log.info("topics_ready", app=plan.app, streams=plan.num_streams, created=len(missing))
+            _create(admin, plan, missing)
+        # Debug: `streams create` prints the result itself, once, on stdout.
+        _log.debug("topics_ready", app=plan.app, streams=plan.num_streams, created=len(missing))
         return missing
     finally:
         admin.close()
+
+
+def _create(admin: KafkaAdminClient, plan: TopicPlan, topics: list[str]) -> None:
+    specs = {
+        name: {
+            "num_partitions": 1,
+            "replication_factor": plan.replication,
+            "configs": plan.configs(name),
+        }
+        for name in topics
+    }
+    try:
+        admin.create_topics(specs, wait_for_metadata=True)
+    except TopicAlreadyExistsError:
+        pass  # a concurrent create won the race; the topics are there either way
+    except InvalidReplicationFactorError as exc:
+        brokers = len(admin.describe_cluster().get("brokers", []))
+        raise ProvisioningError(
+            f"cannot create the topics of app {plan.app!r} with replication factor "
+            f"{plan.replication}: the cluster has {brokers} broker(s); pass --replication "
+            f"{max(1, brokers)} or less"
+        ) from exc
+    except KafkaError as exc:
+        # One line: kafka-python's message can hold the whole request (kilobytes).
+        raise ProvisioningError(
+            f"creating {len(topics)} topics for app {plan.app!r} failed: {_short(exc)}; "
+            f"is the replication factor {plan.replication} <= the number of brokers?"
+        ) from exc
+
+
+def _check_replication(admin: KafkaAdminClient, plan: TopicPlan, existing: list[str]) -> None:
+    """Refuse a --replication the app's existing topics were not created with.
+
+    A topic keeps the factor it was created with; accepting another one silently
+    would let an operator believe the streams are replicated when they are not.
+    """
+    if not existing:
+        return
+    factors = {
+        str(topic["name"]): len(topic["partitions"][0]["replica_nodes"])
+        for topic in admin.describe_topics(existing)  # MetadataResponse fields
+        if topic.get("partitions")
+    }
+    other = sorted(t for t, f in factors.items() if f != plan.replication)
+    if other:
+        found = sorted({factors[t] for t in other})
+        raise ProvisioningError(
+            f"app {plan.app!r} already has {len(other)} topic(s) with replication factor "
+            f"{', '.join(map(str, found))}, not {plan.replication} (e.g. {other[0]}); a "
+            f"topic keeps the factor it was created with: pass --replication {found[0]}, "
+            "or change the topics' replicas with kafka-reassign-partitions.sh"
+        )
+
+
+def _short(exc: KafkaError, limit: int = 200) -> str:
+    """The error's class and description (else its message's first line, cut): never
+    its whole payload."""
+    text = getattr(exc, "description", "") or next(iter(str(exc).splitlines()), "")
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(exc).__name__} ({text})" if text else type(exc).__name__
 
 
 def verify_stream_topics(

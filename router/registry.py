@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 
+from framework.safe_json import loads_object
 from framework.zookeeper import app_client
 from router.errors import ProvisioningError, StreamCountMismatch, StreamsNotCreated
 
@@ -33,14 +34,25 @@ __all__ = [
 
 
 def recorded_stream_count(client: KazooClient, parent: str) -> int | None:
-    """The stream count recorded under `parent`, or None if streams were never created."""
+    """The stream count recorded under `parent`, or None if streams were never created.
+
+    Raises `ProvisioningError` (naming the znode) when its data is not a registry's
+    (`{"count": n, ...}` with `n` a positive integer), whatever the bytes.
+    """
     try:
         data, _stat = client.get(parent)
     except NoNodeError:
         return None
     if not data:
         return None
-    return int(json.loads(data)["count"])
+    count = (loads_object(data) or {}).get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ProvisioningError(
+            f"the stream registry {parent} holds no stream count ({len(data)} bytes of data "
+            f'that are not {{"count": n}}); restore it, or delete the app\'s znodes and run '
+            "`sessionizer streams create` again"
+        )
+    return count
 
 
 def check_stream_count(client: KazooClient, parent: str, app: str, configured: int) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from framework.kafka_settings import librdkafka_logger
 from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import (
@@ -58,6 +59,7 @@ class ConfluentSink(BrokerSink):
             {
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
+                "logger": librdkafka_logger(),  # its lines as log records, not stderr text
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 20,

@@ -424,7 +424,7 @@ class SessionEngine:
 
     def _hook_failed(self, fragment: Fragment, hook: str, exc: Exception) -> HookFailure:
         self._hook_failures += 1
-        return HookFailure(fragment, hook, hooks.describe(exc))
+        return HookFailure(fragment, hook, hooks.describe(exc), traceback=hooks.trace(exc))
 
 
 def _offset(record: Record) -> int:

@@ -14,10 +14,14 @@ the parts' `export_state` / `restore_state` (`KeyTimeline`, `Segment`,
 attribute; a test fails when the engine gains one that is in none of them.
 
 Safety: `restore_engine` refuses (raises `HandoverUnavailable`, and the node
-replays) data of another format, processor or timing, data it cannot decode,
-and a restored engine whose snapshot at the committed offset differs from the
-state the new owner loaded.  So a handover can make a move cheaper but never
-change what the stream outputs.
+replays) data of another format, processor, timing (every processor setting the
+engine reads, `Timing`) or ignore-list budget, data it cannot decode, a
+document whose fields are out of range or do not extend the state record the
+new owner loaded (`sessionizer.handover_check`: open sessions against the
+tracker, offsets within [safe, committed), counts, times), and a restored
+engine whose snapshot at the committed offset differs from that record.  It
+never raises anything else, for any bytes.  So a handover can make a move
+cheaper but never change what the stream outputs.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import msgpack
 from framework.watermark import Watermark as AnyWatermark
 from sessionizer.engine import SessionEngine, _Parked
 from sessionizer.errors import SessionError
+from sessionizer.handover_check import engine_problem
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.producer_clocks import ProducerClocks, skew_ms
+from sessionizer.producer_clocks import ProducerClocks
 from sessionizer.records import Fragment, Record
 from sessionizer.timeline import KeyTimeline
 from state.record import StreamState
@@ -126,6 +131,7 @@ def export_engine(engine: SessionEngine) -> bytes:
         "v": FORMAT_VERSION,
         "processor": processor_identity(engine.processor),
         "timing": list(astuple(engine.timing)),
+        "budget": engine._budget,
         "engine": state,
     }
     try:
@@ -151,16 +157,29 @@ def restore_engine(
     try:
         document = msgpack.unpackb(data, raw=False, strict_map_key=False)
         version, identity = document["v"], document["processor"]
-        timing, saved = document["timing"], document["engine"]
+        timing, budget, saved = document["timing"], document["budget"], document["engine"]
     except _DECODE_ERRORS as exc:
         raise HandoverUnavailable(stream, f"undecodable: {exc!r}") from exc
-    if version != FORMAT_VERSION:
-        raise HandoverUnavailable(stream, f"format version {version!r}, not {FORMAT_VERSION}")
-    if identity != processor_identity(processor):
-        mine = processor_identity(processor)
-        raise HandoverUnavailable(stream, f"written by processor {identity!r}, this is {mine!r}")
-    if timing != list(astuple(Timing.of(processor))):
-        raise HandoverUnavailable(stream, f"written with other timing settings {timing!r}")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise HandoverUnavailable(stream, f"format version {_show(version)}, not {FORMAT_VERSION}")
+    mine = processor_identity(processor)
+    if identity != mine:
+        raise HandoverUnavailable(
+            stream, f"written by processor {_show(identity)}, this is {mine!r}"
+        )
+    settings = Timing.of(processor)
+    if timing != list(astuple(settings)):
+        raise HandoverUnavailable(
+            stream, f"written with other timing settings {_show(timing)}, not {settings}"
+        )
+    if type(budget) is not int or budget != ignore_budget_bytes:
+        raise HandoverUnavailable(
+            stream, f"written with ignore-list budget {_show(budget)}, not {ignore_budget_bytes}"
+        )
+    # Before anything is built from it: every field in range, and consistent with `state`.
+    problem = engine_problem(saved, state, settings)
+    if problem is not None:
+        raise HandoverUnavailable(stream, f"the engine state does not extend the record: {problem}")
     engine = SessionEngine(stream, processor, resume=state, ignore_budget_bytes=ignore_budget_bytes)
     try:
         _restore(engine, saved, _loader(processor))
@@ -186,7 +205,13 @@ def _restore(engine: SessionEngine, saved: Mapping[str, Any], load: Callable[[by
     engine._folds = [(due, key) for due, key in saved["folds"]]
     parked = saved["parked"]
     engine._parked = None if parked is None else _parked_from(parked)
-    engine._clocks = ProducerClocks.restore_state(saved["clocks"], skew_ms(engine.processor))
+    skew = engine.timing.max_producer_skew_ms
+    engine._clocks = ProducerClocks.restore_state(saved["clocks"], skew)
+
+
+def _show(value: object, limit: int = 120) -> str:
+    """A bounded repr of a decoded value, for a reason text."""
+    return repr(value)[:limit]
 
 
 def _dumper(engine: SessionEngine) -> Callable[[Any], bytes]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsInt, cast
 
@@ -24,6 +25,7 @@ __all__ = [
     "event_time",
     "fold",
     "fold_below",
+    "trace",
     "valid_time",
 ]
 
@@ -31,10 +33,12 @@ __all__ = [
 class HookFailed(Exception):
     """A fold hook raised or returned something unusable; names the hook."""
 
-    def __init__(self, hook: str, error: str) -> None:
+    def __init__(self, hook: str, error: str, trace: str = "") -> None:
         super().__init__(f"{hook}: {error}")
         self.hook = hook
         self.error = error
+        self.trace = trace
+        """The traceback text where the hook raised ("" if it returned something unusable)."""
 
 
 def fold_below(processor: StreamProcessor[Any], timeline: KeyTimeline, line: int) -> None:
@@ -73,7 +77,7 @@ def fold(processor: StreamProcessor[Any], key: str, segment: Segment, member: Me
                 segment.state = replacement
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             fragment = Fragment(member[1], key, member[4], value)
-            segment.failure = Failure(hook, describe(exc), fragment)
+            segment.failure = Failure(hook, describe(exc), fragment, trace(exc))
             segment.state = None
     segment.absorb(member)
 
@@ -81,13 +85,15 @@ def fold(processor: StreamProcessor[Any], key: str, segment: Segment, member: Me
 def close(processor: StreamProcessor[Any], key: str, segment: Segment) -> dict[str, Any]:
     """Return `close()`'s result for a fully folded session; raise `HookFailed` naming the hook."""
     if segment.failure is not None:
-        raise HookFailed(segment.failure.hook, segment.failure.error)
+        failure = segment.failure
+        raise HookFailed(failure.hook, failure.error, failure.traceback)
     try:
         result = processor.close(key, segment.state)
     except Exception as exc:  # a user hook: any failure goes to the dead letters
-        raise HookFailed("close", describe(exc)) from exc
+        raise HookFailed("close", describe(exc), trace(exc)) from exc
     if not isinstance(result, Mapping):
-        raise HookFailed("close", f"close() must return a dict, got {type(result).__name__}")
+        problem = f"TypeError: close() must return a dict, got {type(result).__name__}"
+        raise HookFailed("close", problem)
     return dict(result)
 
 
@@ -107,9 +113,13 @@ def dead_letters(
     for offset in segment.folded_offsets():
         fragment = held.get(offset)
         if fragment is None:
-            letters.append(FoldedHookFailure(offset, key, failed.hook, failed.error, session_id))
+            letters.append(
+                FoldedHookFailure(offset, key, failed.hook, failed.error, session_id, failed.trace)
+            )
         else:
-            letters.append(HookFailure(fragment, failed.hook, failed.error, session_id))
+            letters.append(
+                HookFailure(fragment, failed.hook, failed.error, session_id, failed.trace)
+            )
     return letters
 
 
@@ -141,3 +151,8 @@ def valid_time(value: object) -> bool:
 def describe(exc: BaseException) -> str:
     """Return "ExceptionType: message", as dead letters carry it."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def trace(exc: BaseException) -> str:
+    """Return the traceback text of an exception a hook raised, from where it was caught."""
+    return "".join(traceback.format_exception(exc))

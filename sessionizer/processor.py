@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from sessionizer.errors import ProcessorError
+from sessionizer.producer_clocks import DEFAULT_MAX_PRODUCER_SKEW, skew_ms
 
 __all__ = ["Session", "StreamProcessor", "Timing"]
 
@@ -26,7 +27,8 @@ class StreamProcessor(ABC, Generic[Session]):
     and again when an engine is built):
 
     - ``timeout``: inactivity gap that ends a session (default 30 minutes);
-    - ``grace``: how far behind stream time a fragment may arrive (default 0);
+    - ``grace``: how far behind stream time a fragment may arrive and still count
+      (default 60 s: the real logs' out-of-order lines, docs/sessions.md);
     - ``max_session_duration``: split sessions longer than this (default 24 hours;
       None: never split);
     - ``max_lead``: how far ahead of stream time a record may jump without a second
@@ -61,7 +63,7 @@ class StreamProcessor(ABC, Generic[Session]):
     """
 
     timeout: float = 30 * 60
-    grace: float = 0
+    grace: float = 60
     max_session_duration: float | None = 24 * 60 * 60
     max_lead: float | None = 24 * 60 * 60
 
@@ -105,12 +107,19 @@ class StreamProcessor(ABC, Generic[Session]):
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """A processor's time settings in integer milliseconds, validated."""
+    """A processor's time settings in integer milliseconds, validated.
+
+    Every attribute of the processor the engine reads, besides its hooks, is here:
+    a handover is used only by an owner whose `Timing` equals the writer's
+    (`sessionizer.handover`), so a setting that can change the output must be a field.
+    """
 
     timeout_ms: int
     grace_ms: int
     max_duration_ms: int | None
     max_lead_ms: int | None = None
+    max_producer_skew_ms: int | None = DEFAULT_MAX_PRODUCER_SKEW * 1000
+    """`max_producer_skew` (several producers; None: unbounded), see `producer_clocks`."""
 
     @classmethod
     def of(cls, processor: StreamProcessor[Any] | type[StreamProcessor[Any]]) -> Timing:
@@ -120,7 +129,7 @@ class Timing:
         grace = _to_ms(owner, "grace", processor.grace, allow_zero=True)
         maximum = _optional_ms(owner, "max_session_duration", processor.max_session_duration)
         lead = _optional_ms(owner, "max_lead", processor.max_lead)
-        return cls(timeout, grace, maximum, lead)
+        return cls(timeout, grace, maximum, lead, skew_ms(processor))
 
 
 def _optional_ms(owner: str, name: str, seconds: object) -> int | None:

@@ -17,7 +17,7 @@ offset=None)`; the engine needs `offset`).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from framework.watermark import Watermark
@@ -123,6 +123,8 @@ class HookFailure:
     hook: str
     error: str
     session_id: str | None = None
+    traceback: str = field(default="", compare=False, repr=False)
+    """The traceback text where the hook raised ("" if it returned something unusable)."""
 
     @property
     def offset(self) -> int:
@@ -151,6 +153,8 @@ class FoldedHookFailure:
     hook: str
     error: str
     session_id: str
+    traceback: str = field(default="", compare=False, repr=False)
+    """The traceback text where the hook raised ("" if it returned something unusable)."""
 
 
 EngineOutput: TypeAlias = (

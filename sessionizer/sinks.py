@@ -21,7 +21,10 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Final, Protocol, runtime_checkable
 
 from sessionizer.errors import SinkError
@@ -29,18 +32,40 @@ from sessionizer.records import FinishedSession
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "ERROR_HEADER_PREFIX",
+    "PAYLOAD_NONE",
+    "PAYLOAD_ORIGINAL",
+    "PAYLOAD_REENCODED",
+    "PAYLOAD_REFERENCE",
     "BrokerSink",
     "DeadLetter",
     "MemorySink",
     "SessionSink",
     "UnsendableSession",
     "encode_session",
+    "json_fallback",
     "session_reference",
 ]
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 1_000_000
 """The largest session record a sink sends: below Kafka's default `max.message.bytes`
 (1,048,588) with room for the key, headers and batch overhead."""
+
+
+ERROR_HEADER_PREFIX: Final = "sessionizer.errors."
+"""Prefix of the headers describing a dead letter (after Kafka Connect's `__connect.errors.`)."""
+_MAX_MESSAGE_HEADER: Final = 2_000
+_MAX_TRACE_HEADER: Final = 8_000
+
+PAYLOAD_ORIGINAL: Final = "original"
+"""The dead letter's key and value are the record's bytes as read from the stream."""
+PAYLOAD_REENCODED: Final = "re-encoded"
+"""Key and value re-encoded from the decoded fragment (the node no longer held its bytes; the
+wire format is deterministic, and the stream offset names the record itself)."""
+PAYLOAD_NONE: Final = "none"
+"""No value: the fragment was folded before its session failed; re-read it at its offset."""
+PAYLOAD_REFERENCE: Final = "reference"
+"""The value is a JSON reference to a session that could not be sent (`session_reference`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +78,94 @@ class DeadLetter:
     error: str
     key: bytes | None
     value: bytes | None
+    timestamp_ms: int | None = None
+    """The original record's timestamp (a fragment's record timestamp), when known."""
+    last_offset: int | None = None
+    """A session's last offset (`offset` is its first)."""
+    session_key: str | None = None
+    session_id: str | None = None
+    """The session lost with this fragment (hook failures of open/update/close), or referenced."""
+    exception: str = ""
+    """The exception's class name, when an exception caused it."""
+    traceback: str = field(default="", compare=False, repr=False)
+    """Where it was raised (diagnostics: not part of the dead letter's identity)."""
+    payload: str = PAYLOAD_ORIGINAL
+    """What `key` and `value` hold: one of the `PAYLOAD_*` values."""
 
     def headers(self) -> list[tuple[str, bytes]]:
-        """Kafka headers describing the failure."""
-        return [
+        """Kafka headers describing the failure (docs/deadletters.md)."""
+        # The four plain headers came first and stay; the rest follow Kafka Connect's
+        # dead-letter convention (`__connect.errors.*`) under our own prefix.
+        headers = [
             ("stream", self.stream.encode()),
             ("offset", str(self.offset).encode()),
             ("reason", self.reason.encode()),
-            ("error", self.error.encode("utf-8", "replace")[:2000]),
+            ("error", _clip(self.error, _MAX_MESSAGE_HEADER)),
         ]
+        fields: list[tuple[str, str | None]] = [
+            ("topic", self.stream),
+            ("partition", "0"),
+            ("offset", str(self.offset)),
+            ("offset.last", None if self.last_offset is None else str(self.last_offset)),
+            ("timestamp", None if self.timestamp_ms is None else str(self.timestamp_ms)),
+            ("reason", self.reason),
+            ("stage", self.reason.split(":", 1)[0]),
+            ("key", self.session_key),
+            ("session.id", self.session_id),
+            ("payload", self.payload),
+            ("exception.class.name", self.exception or None),
+            ("exception.message", self.error),
+            ("exception.stacktrace", self.traceback or None),
+        ]
+        for name, text in fields:
+            if text is not None:
+                limit = _MAX_TRACE_HEADER if name.endswith("stacktrace") else _MAX_MESSAGE_HEADER
+                headers.append((ERROR_HEADER_PREFIX + name, _clip(text, limit)))
+        return headers
+
+    @classmethod
+    def from_record(
+        cls, key: bytes | None, value: bytes | None, headers: Iterable[tuple[str, bytes]] | None
+    ) -> DeadLetter:
+        """Read a dead letter back from a record of the dead-letter topic (`headers()`'s inverse).
+
+        Raises `ValueError` for a record without the headers a node writes.
+        """
+        found: dict[str, str] = {}
+        for name, raw in headers or ():
+            if isinstance(name, str) and isinstance(raw, bytes):
+                found.setdefault(name, raw.decode("utf-8", "replace"))
+
+        def get(name: str) -> str | None:
+            return found.get(ERROR_HEADER_PREFIX + name)
+
+        stream = get("topic") or found.get("stream")
+        offset = get("offset") or found.get("offset")
+        reason = get("reason") or found.get("reason")
+        if stream is None or offset is None or reason is None:
+            raise ValueError("not a dead letter: no stream, offset and reason headers")
+        last, stamp = get("offset.last"), get("timestamp")
+        return cls(
+            stream=stream,
+            offset=int(offset),
+            reason=reason,
+            error=get("exception.message") or found.get("error", ""),
+            key=key,
+            value=value,
+            timestamp_ms=None if stamp is None else int(stamp),
+            last_offset=None if last is None else int(last),
+            session_key=get("key"),
+            session_id=get("session.id"),
+            exception=get("exception.class.name") or "",
+            traceback=get("exception.stacktrace") or "",
+            payload=get("payload") or PAYLOAD_ORIGINAL,
+        )
+
+
+def _clip(text: str, limit: int) -> bytes:
+    """UTF-8 bytes of `text`, at most `limit` of them (a header stays small)."""
+    data = text.encode("utf-8", "replace")
+    return data if len(data) <= limit else data[:limit].decode("utf-8", "ignore").encode()
 
 
 class UnsendableSession(ValueError):
@@ -93,9 +197,37 @@ class SessionSink(Protocol):
         ...
 
 
+def json_fallback(value: object) -> object:
+    """The JSON form of a result value JSON has no type for; raise `TypeError` for the rest.
+
+    Deterministic, so every emission of a session is the same bytes: a set or
+    frozenset of strings only, or of numbers only, is a sorted list; a date, time
+    or datetime is its ISO 8601 text (`isoformat()`); a `Decimal` is its string.
+    (Tuples are JSON arrays already.) Anything else, a set of mixed or unordered
+    members included, makes the session `session-unencodable`.
+    """
+    if isinstance(value, set | frozenset):
+        if all(isinstance(member, str) for member in value) or all(
+            isinstance(member, int | float) for member in value
+        ):
+            return sorted(value)
+        raise TypeError(
+            f"a {type(value).__name__} of mixed or unordered members has no deterministic "
+            "JSON form; return a sorted list"
+        )
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(
+        f"Object of type {type(value).__name__} is not JSON serializable (docs/sessions.md: "
+        "what close() may return)"
+    )
+
+
 # `json.dumps` with any option builds a new encoder per call; one made once encodes the
 # same bytes (the encoder keeps no state between calls) without that cost per session.
-_SESSION_JSON: Final = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False)
+_SESSION_JSON: Final = json.JSONEncoder(sort_keys=True, default=json_fallback, allow_nan=False)
 
 
 def encode_session(
@@ -103,9 +235,10 @@ def encode_session(
 ) -> bytes:
     """The JSON bytes of a finished session; raise `UnsendableSession` if there can be none.
 
-    Non-JSON result values become strings; what JSON cannot express at all
-    (map keys of mixed types, NaN, a cycle) or a record over `max_bytes` is
-    unsendable, which is the same on every replay of the session.
+    Values JSON has no type for take the deterministic form of `json_fallback`
+    (sets, dates, decimals) or make the session unsendable, as does what JSON
+    cannot express at all (map keys of mixed types, NaN, a cycle) and a record
+    over `max_bytes`; the same on every replay of the session.
     """
     try:
         text = _SESSION_JSON.encode(session.to_dict())
@@ -133,7 +266,17 @@ def session_reference(session: FinishedSession, reason: str, error: str) -> Dead
     }
     value = json.dumps(reference, sort_keys=True).encode()
     return DeadLetter(
-        session.stream, session.first_offset, reason, error, session.session_id.encode(), value
+        session.stream,
+        session.first_offset,
+        reason,
+        error,
+        session.session_id.encode(),
+        value,
+        last_offset=session.last_offset,
+        session_key=session.key,
+        session_id=session.session_id,
+        exception=error.split(":", 1)[0] if reason == "session-unencodable" else "",
+        payload=PAYLOAD_REFERENCE,
     )
 
 
@@ -218,7 +361,7 @@ class BrokerSink(ABC):
             self.dead_letter(session_reference(item, "session-too-large", error))
         elif item.value is not None:
             note = f"{item.error} [original value of {len(item.value)} bytes dropped: {error}]"
-            self.dead_letter(replace(item, error=note, value=None))
+            self.dead_letter(replace(item, error=note, value=None, payload=PAYLOAD_NONE))
         else:
             raise SinkError(
                 f"stream {item.stream}: the dead letter of offset {item.offset} is refused even "

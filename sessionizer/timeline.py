@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from sessionizer.processor import Timing
@@ -47,6 +47,8 @@ class Failure:
     error: str
     fragment: Fragment | None = None
     """The fragment it failed on (its bytes are kept for its dead letter), if any."""
+    traceback: str = field(default="", compare=False, repr=False)
+    """Where the hook raised (diagnostics only: a handover does not carry it)."""
 
 
 class Segment:

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeGuard
 
 import msgpack
 
+from framework.safe_json import loads_object
 from state.errors import StateError
+from state.record import MAX_OFFSET
 
 __all__ = [
     "RECORD_VERSION",
@@ -52,6 +55,7 @@ MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 _COMPRESS_ABOVE: Final = 4096
 _PLAIN: Final = 0x00
 _ZLIB: Final = 0x01
+_CHECKSUM: Final = re.compile(r"[0-9a-f]{0,128}")
 
 Reason = Literal["missing", "stale", "corrupt", "unreadable"]
 
@@ -101,7 +105,7 @@ class HandoverRecord:
 
     @classmethod
     def decode(cls, data: bytes, *, stream: str) -> HandoverRecord:
-        """Parse a record; raise `HandoverMissing("corrupt")` for anything else."""
+        """Parse a record; raise `HandoverMissing("corrupt")` for anything else (any bytes)."""
         try:
             body = data[1:]
             if data[:1] == bytes([_ZLIB]):
@@ -112,22 +116,14 @@ class HandoverRecord:
             elif data[:1] != bytes([_PLAIN]):
                 raise ValueError(f"unknown marker {data[:1]!r}")
             fields = msgpack.unpackb(body, raw=False)
-            record = cls(
-                fields["stream"],
-                fields["epoch"],
-                fields["committed"],
-                fields["engine"],
-                fields["v"],
-            )
-        except (ValueError, KeyError, TypeError, zlib.error, msgpack.UnpackException) as exc:
+        except (ValueError, TypeError, zlib.error, msgpack.UnpackException) as exc:
             raise HandoverMissing(stream, "corrupt", f"undecodable record: {exc!r}") from exc
-        if record.version != RECORD_VERSION or record.stream != stream:
-            raise HandoverMissing(
-                stream, "corrupt", f"record v{record.version} of stream {record.stream!r}"
-            )
-        if not isinstance(record.engine, bytes):
-            raise HandoverMissing(stream, "corrupt", "engine state is not bytes")
-        return record
+        problem = _record_problem(fields, stream)
+        if problem is not None:
+            raise HandoverMissing(stream, "corrupt", problem)
+        return cls(
+            fields["stream"], fields["epoch"], fields["committed"], fields["engine"], fields["v"]
+        )
 
 
 @dataclass(frozen=True)
@@ -153,18 +149,41 @@ class HandoverPointer:
 
     @classmethod
     def from_json(cls, value: Any) -> HandoverPointer | None:
-        """The pointer from its JSON object; None if it is absent or not one."""
-        try:
-            pointer = cls(
-                int(value["epoch"]),
-                int(value["committed"]),
-                int(value["offset"]),
-                int(value["size"]),
-                str(value["checksum"]),
-            )
-        except (TypeError, KeyError, ValueError):
+        """The pointer from its JSON object; None if it is absent or not one (never raises).
+
+        No conversions: the numbers must be integers in [0, 2**63-1] (an `Infinity` or a
+        float is not a pointer) and the checksum a short hex string (`fetch` compares it).
+        """
+        if not isinstance(value, dict):
             return None
-        return pointer
+        numbers = [value.get(name) for name in ("epoch", "committed", "offset", "size")]
+        offsets = [number for number in numbers if _is_offset(number)]
+        digest = value.get("checksum")
+        if len(offsets) != 4 or not isinstance(digest, str) or not _CHECKSUM.fullmatch(digest):
+            return None
+        epoch, committed, offset, size = offsets
+        return cls(epoch, committed, offset, size, digest)
+
+
+def _record_problem(fields: object, stream: str) -> str | None:
+    """What makes a decoded record body not a record of `stream` (None: it is one)."""
+    if not isinstance(fields, dict):
+        return f"the record is a {type(fields).__name__}, not a map"
+    version = fields.get("v")
+    if type(version) is not int or version != RECORD_VERSION:
+        return f"record version {str(version)[:20]}, not {RECORD_VERSION}"
+    if fields.get("stream") != stream:
+        return f"record of stream {str(fields.get('stream'))[:100]!r}"
+    if not _is_offset(fields.get("epoch")) or not _is_offset(fields.get("committed")):
+        return "its epoch or committed offset is not an integer in [0, 2**63-1]"
+    if not isinstance(fields.get("engine"), bytes):
+        return "engine state is not bytes"
+    return None
+
+
+def _is_offset(value: object) -> TypeGuard[int]:
+    """True for an int (not a bool) in [0, `MAX_OFFSET`]."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_OFFSET
 
 
 Written = int | StateError
@@ -357,7 +376,7 @@ class MemoryPointers:
     def read(self, stream: str) -> HandoverPointer | None:
         """The stream's pointer, if any."""
         text = self.pointers.get(stream)
-        return None if text is None else HandoverPointer.from_json(json.loads(text))
+        return None if text is None else HandoverPointer.from_json(loads_object(text))
 
     def resumed(self, stream: str, note: dict[str, Any]) -> None:
         """Keep the note."""

@@ -224,6 +224,8 @@ class ConfluentHandoverLog(_HandoverLog):
         """The producer, created at the first call (the warm-up thread or a write)."""
         from confluent_kafka import Producer
 
+        from framework.kafka_settings import librdkafka_logger
+
         with self._lock:
             if self._closed:
                 raise StateError(f"handover topic {self.topic}: its producer is closed")
@@ -232,6 +234,7 @@ class ConfluentHandoverLog(_HandoverLog):
                     {
                         "bootstrap.servers": self.bootstrap,
                         "client.id": f"{self.client_id}-handover",
+                        "logger": librdkafka_logger(),  # its lines as log records
                         "acks": "all",
                         "message.max.bytes": _REQUEST_BYTES,
                         # The user's properties last: theirs win (the reserved ones cannot be set).
@@ -318,6 +321,8 @@ class ConfluentHandoverLog(_HandoverLog):
         assignment of many streams pays for one consumer's start-up, not one each."""
         from confluent_kafka import Consumer
 
+        from framework.kafka_settings import librdkafka_logger
+
         with self._lock:
             if self._closed:
                 raise StateError(f"handover topic {self.topic}: its reader is closed")
@@ -326,6 +331,7 @@ class ConfluentHandoverLog(_HandoverLog):
                     {
                         "bootstrap.servers": self.bootstrap,
                         "client.id": f"{self.client_id}-handover-reader",
+                        "logger": librdkafka_logger(),  # its lines as log records
                         "group.id": f"{self.client_id}-handover-unused",
                         "enable.auto.commit": False,
                         "enable.partition.eof": False,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from framework.testing.cli import DATA
+import pytest
 
 pytest_plugins = ["framework.testing"]
 
+# Not imported from framework.testing: importing the plugin here, before pytest registers it,
+# would keep pytest from rewriting its asserts.
+DATA = Path(__file__).resolve().parent / "data"
 REAL_LOGS = ("apache_logs", "auth.log")
 
 

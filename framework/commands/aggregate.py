@@ -13,7 +13,7 @@ from types import FrameType
 
 from framework.client_settings import read_kafka_properties
 from framework.cluster.artifacts import resolve_artifacts
-from framework.commands.options import env_default, require_addresses
+from framework.commands.options import EnvDefault, require_addresses
 from router.naming import sessions_topic
 
 __all__ = ["add_parser"]
@@ -45,20 +45,20 @@ def add_parser(
     )
     parser.add_argument(
         "--master",
-        default=env_default("SESSIONIZER_SPARK_MASTER", DEFAULT_MASTER),
+        default=EnvDefault("SESSIONIZER_SPARK_MASTER", DEFAULT_MASTER),
         help="Spark master URL: local[N], spark://HOST:PORT, yarn or k8s://https://HOST:PORT "
         "(docs/spark.md); `cluster up --spark-workers N` exports one "
         f"[env: SESSIONIZER_SPARK_MASTER] (default: {DEFAULT_MASTER})",
     )
     parser.add_argument(
         "--out",
-        default=env_default("SESSIONIZER_AGGREGATE_OUT"),
+        default=EnvDefault("SESSIONIZER_AGGREGATE_OUT"),
         help="directory for the Parquet results, the chart and the streaming checkpoint "
         "[env: SESSIONIZER_AGGREGATE_OUT] (default: aggregates/<app>)",
     )
     parser.add_argument(
         "--watermark",
-        default=env_default("SESSIONIZER_AGGREGATE_WATERMARK", DEFAULT_WATERMARK),
+        default=EnvDefault("SESSIONIZER_AGGREGATE_WATERMARK", DEFAULT_WATERMARK),
         help="streaming: how late (in first_ts) a session may arrive and still count "
         f"[env: SESSIONIZER_AGGREGATE_WATERMARK] (default: {DEFAULT_WATERMARK})",
     )

@@ -11,8 +11,13 @@ from pathlib import Path
 from framework.cluster import LocalCluster, running_cluster, stop_cluster_dir
 from framework.cluster.launcher import STATE_FILE
 from framework.cluster.security import ClusterSecurity
-from framework.cluster.spark import running_spark, start_spark_dir, stop_spark_dir
-from framework.commands.options import env_default
+from framework.cluster.spark import (
+    SPARK_STATE_FILE,
+    running_spark,
+    start_spark_dir,
+    stop_spark_dir,
+)
+from framework.commands.options import EnvDefault
 
 __all__ = ["add_parser"]
 
@@ -28,7 +33,8 @@ def add_parser(
         parents=[common],
         help="start real ZooKeeper and Kafka JVMs; prints export lines for eval",
         description='Starts the servers and returns when they serve. Use as: eval "$(sessionizer '
-        'cluster up)". Progress goes to stderr, the export lines to stdout.',
+        'cluster up)". Progress goes to stderr, the export lines to stdout (the addresses, '
+        "and SESSIONIZER_CLUSTER_DIR for `cluster down`).",
     )
     _dir_option(up)
     up.add_argument("--zookeepers", type=int, choices=[1, 3], default=1)
@@ -49,7 +55,14 @@ def add_parser(
         "and print export SESSIONIZER_SPARK_MASTER=spark://..., which `aggregate` then uses",
     )
     up.set_defaults(run=run_up)
-    down = actions.add_parser("down", parents=[common], help="stop the local cluster")
+    down = actions.add_parser(
+        "down",
+        parents=[common],
+        help="stop the local cluster",
+        description='Stops the servers `cluster up` started in --dir (`eval "$(sessionizer '
+        'cluster up)"` exports SESSIONIZER_CLUSTER_DIR for it); exits 1 if no cluster was '
+        "ever started there.",
+    )
     _dir_option(down)
     down.set_defaults(run=run_down)
 
@@ -58,15 +71,17 @@ def _dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir",
         type=Path,
-        default=Path(env_default("SESSIONIZER_CLUSTER_DIR", ".local-cluster") or ""),
+        default=EnvDefault("SESSIONIZER_CLUSTER_DIR", Path(".local-cluster")),
         help="where servers keep data and logs [env: SESSIONIZER_CLUSTER_DIR] "
         "(default: .local-cluster)",
     )
 
 
 def _print_exports(
-    zk_connect: str, bootstrap: str, security: ClusterSecurity | None = None
+    directory: Path, zk_connect: str, bootstrap: str, security: ClusterSecurity | None = None
 ) -> None:
+    # The directory too, so that a later `cluster down` (no --dir) stops this cluster.
+    print(f"export SESSIONIZER_CLUSTER_DIR={shlex.quote(str(directory.resolve()))}")
     print(f"export SESSIONIZER_ZK={shlex.quote(zk_connect)}")
     print(f"export SESSIONIZER_BOOTSTRAP={shlex.quote(bootstrap)}")
     # The only place the ZooKeeper secret is shown: stdout, for `eval`.
@@ -96,7 +111,7 @@ def run_up(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        _print_exports(existing["zk_connect"], existing["bootstrap"], security)
+        _print_exports(args.dir, existing["zk_connect"], existing["bootstrap"], security)
         _spark_up(args)
         return 0
     stop_cluster_dir(args.dir)  # a half-dead earlier cluster: stop what is left of it
@@ -122,7 +137,7 @@ def run_up(args: argparse.Namespace) -> int:
             f"{cluster.security.directory}",
             file=sys.stderr,
         )
-    _print_exports(cluster.zk_connect, cluster.bootstrap, cluster.security)
+    _print_exports(args.dir, cluster.zk_connect, cluster.bootstrap, cluster.security)
     _spark_up(args)
     return 0
 
@@ -154,7 +169,23 @@ def _spark_up(args: argparse.Namespace) -> None:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    """Stop the servers `cluster up` started in --dir."""
+    """Stop the servers `cluster up` started in --dir; exit 1 if no cluster was ever there.
+
+    A directory with a state file whose servers have all exited is not an error (the
+    state file is removed); a directory without one is: the servers the user means
+    are elsewhere, most likely in the --dir they gave `cluster up`.
+    """
+    if not any((args.dir / name).exists() for name in (STATE_FILE, SPARK_STATE_FILE)):
+        print(
+            f"sessionizer cluster down: error: no cluster was started in {args.dir.resolve()}; "
+            "pass the --dir given to `cluster up` (its output exports SESSIONIZER_CLUSTER_DIR)",
+            file=sys.stderr,
+        )
+        return 1
     stopped = stop_spark_dir(args.dir) + stop_cluster_dir(args.dir)
-    print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}", file=sys.stderr)
+    print(
+        f"stopped: {', '.join(stopped) if stopped else 'nothing was still running'} "
+        f"(in {args.dir})",
+        file=sys.stderr,
+    )
     return 0

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from balancer.config import BALANCE_POLICIES
-from framework.commands.options import connection_from_args, env_default
+from framework.commands.options import EnvDefault, connection_from_args, require_streams
 from framework.errors import ConfigError
 from framework.node.config import NodeConfig, default_node_id
 from framework.node.node import Node
 from framework.node.runner import run_until_signalled
+from framework.zookeeper_session import check_session_timeout
 
 __all__ = ["add_parser"]
 
@@ -32,8 +33,7 @@ def add_parser(
     )
     parser.add_argument(
         "--processor",
-        default=env_default("SESSIONIZER_PROCESSOR"),
-        required=env_default("SESSIONIZER_PROCESSOR") is None,
+        default=EnvDefault("SESSIONIZER_PROCESSOR", required=True),
         help="MODULE:CLASS of a StreamProcessor subclass [env: SESSIONIZER_PROCESSOR]",
     )
     parser.add_argument("--id", default=None, help="node id (default: <host>-<pid>)")
@@ -50,8 +50,10 @@ def add_parser(
     parser.add_argument(
         "--session-timeout",
         type=float,
-        default=float(env_default("SESSIONIZER_SESSION_TIMEOUT", "10") or 10),
-        help="ZooKeeper session timeout in seconds [env: SESSIONIZER_SESSION_TIMEOUT] (default 10)",
+        default=EnvDefault("SESSIONIZER_SESSION_TIMEOUT", 10.0),
+        help="ZooKeeper session timeout in seconds; refused if the servers would grant another "
+        "(their minSessionTimeout..maxSessionTimeout, 4..40 s by default) "
+        "[env: SESSIONIZER_SESSION_TIMEOUT] (default 10)",
     )
     parser.add_argument(
         "--delivery",
@@ -62,16 +64,15 @@ def add_parser(
     parser.add_argument(
         "--delivery-timeout",
         type=float,
-        default=float(env_default("SESSIONIZER_DELIVERY_TIMEOUT", "30") or 30),
+        default=EnvDefault("SESSIONIZER_DELIVERY_TIMEOUT", 30.0),
         metavar="SECONDS",
         help="how long output may wait for the brokers' acknowledgement before the streams "
         "are rewound to their last commit [env: SESSIONIZER_DELIVERY_TIMEOUT] (default 30)",
     )
-    metrics_port = env_default("SESSIONIZER_METRICS_PORT")
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=int(metrics_port) if metrics_port else None,
+        default=EnvDefault("SESSIONIZER_METRICS_PORT"),
         metavar="PORT",
         help="serve Prometheus /metrics, /healthz and /readyz on PORT (0: any free port, "
         "logged as metrics_serving) [env: SESSIONIZER_METRICS_PORT] (default: off)",
@@ -79,7 +80,7 @@ def add_parser(
     parser.add_argument(
         "--handover",
         choices=SWITCH,
-        default=env_default("SESSIONIZER_HANDOVER", "on"),
+        default=EnvDefault("SESSIONIZER_HANDOVER", "on"),
         help="on planned moves, hand each open engine to the next owner (on), or let it replay "
         "from the safe offset as after a crash (off) [env: SESSIONIZER_HANDOVER] (default on)",
     )
@@ -98,7 +99,7 @@ def _add_balance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--balance",
         choices=list(BALANCE_POLICIES),
-        default=env_default("SESSIONIZER_BALANCE", "count"),
+        default=EnvDefault("SESSIONIZER_BALANCE", "count"),
         help="share streams by count (spread <= 1 stream) or by their published load "
         "(every node within --balance-tolerance of the mean); every node of an app must use "
         "the same [env: SESSIONIZER_BALANCE] (default count)",
@@ -106,7 +107,7 @@ def _add_balance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--balance-tolerance",
         type=float,
-        default=float(env_default("SESSIONIZER_BALANCE_TOLERANCE", "0.2") or 0.2),
+        default=EnvDefault("SESSIONIZER_BALANCE_TOLERANCE", 0.2),
         metavar="FRACTION",
         help="--balance load: how far from the mean node load counts as balanced "
         "[env: SESSIONIZER_BALANCE_TOLERANCE] (default 0.2)",
@@ -114,7 +115,7 @@ def _add_balance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--balance-interval",
         type=float,
-        default=float(env_default("SESSIONIZER_BALANCE_INTERVAL", "30") or 30),
+        default=EnvDefault("SESSIONIZER_BALANCE_INTERVAL", 30.0),
         metavar="SECONDS",
         help="--balance load: at most 4 moves per interval, a moved stream stays put for one, "
         "loads are averaged over a third of it [env: SESSIONIZER_BALANCE_INTERVAL] (default 30)",
@@ -138,4 +139,7 @@ def run(args: argparse.Namespace) -> int:
         balance_interval=args.balance_interval,
         handover=_switch("--handover", args.handover),
     )
-    return run_until_signalled(Node(config))
+    node = Node(config)  # loads the processor: its errors come first
+    require_streams(config.connection)  # else the node would wait for ever for streams
+    check_session_timeout(config.connection, config.session_timeout)
+    return run_until_signalled(node)

@@ -1,16 +1,36 @@
-"""Options every command shares, each with its environment variable shown in --help."""
+"""Options every command shares, each with its environment variable shown in --help.
+
+An option backed by an environment variable has an `EnvDefault` as its default:
+the variable is read and converted (the option's `type`, `choices`) when the
+command line is parsed, never while the parser is built, so one bad value fails
+only the command that uses it, with argparse's one-line error naming the
+variable, and `--help` always works.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from framework.client_settings import read_kafka_properties
+from framework.client_settings import read_kafka_properties, read_zk_auth
 from framework.config import DEFAULT_APP, ConnectionConfig
 from framework.errors import ConfigError
+from framework.logging import LOG_FORMATS, LOG_LEVELS
 from framework.transport import KAFKA_CLIENTS
+from router.registry import app_stream_count
 
-__all__ = ["common_parser", "connection_from_args", "env_default", "require_addresses"]
+__all__ = [
+    "CommandParser",
+    "EnvDefault",
+    "common_parser",
+    "connection_from_args",
+    "require_addresses",
+    "require_streams",
+]
+
 
 _LOCAL = '(`eval "$(sessionizer cluster up)"` sets it for a local cluster)'
 
@@ -25,56 +45,120 @@ def require_addresses(args: argparse.Namespace, *, zk: bool = True, bootstrap: b
         )
 
 
-def env_default(variable: str, fallback: str | None = None) -> str | None:
-    """The value of `variable` at parse time (never at import time), else `fallback`."""
-    return os.environ.get(variable) or fallback
+@dataclass(frozen=True)
+class EnvDefault:
+    """An option's default: `variable` if set (and not empty), else `fallback`.
+
+    Read when the command line is parsed (`CommandParser`), converted with the
+    option's `type` and checked against its `choices`; `fallback` is used as is.
+    With `required`, an option given neither on the command line nor in the
+    environment is an error.
+    """
+
+    variable: str
+    fallback: Any = None
+    required: bool = False
+
+    def __str__(self) -> str:
+        return str(self.fallback)  # what `%(default)s` in a help text shows
+
+    def resolve(self, action: argparse.Action) -> Any:
+        """The option's value; raises `ValueError` saying what is wrong with the variable."""
+        raw = os.environ.get(self.variable)
+        if not raw:
+            return self.fallback
+        try:
+            value = action.type(raw) if callable(action.type) else raw
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(str(exc)) from exc
+        except (TypeError, ValueError) as exc:
+            raise ValueError(_NOT_A.get(action.type, f"invalid value ({exc})")) from exc
+        if action.choices is not None and value not in action.choices:
+            raise ValueError(f"not one of {', '.join(map(str, action.choices))}")
+        return value
+
+
+_NOT_A: dict[Any, str] = {float: "not a number", int: "not an integer"}
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An `ArgumentParser` that resolves `EnvDefault`s after parsing (its subparsers too)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, then read each option left at its `EnvDefault` from the environment."""
+        parsed, rest = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            default = getattr(parsed, action.dest, None)
+            if not isinstance(default, EnvDefault):
+                continue
+            raw = os.environ.get(default.variable)
+            if default.required and not raw:
+                flags = "/".join(action.option_strings)
+                self.error(f"the following arguments are required: {flags} "
+                           f"(or set {default.variable})")  # fmt: skip
+            try:
+                setattr(parsed, action.dest, default.resolve(action))
+            except ValueError as exc:
+                self.error(f"{default.variable}={raw!r}: {exc}")
+        return parsed, rest
 
 
 def common_parser() -> argparse.ArgumentParser:
-    """A parent parser with --zk, --bootstrap, --app and --log-level."""
+    """A parent parser with --zk, --bootstrap, --app, the Kafka client and the log options."""
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("cluster")
     group.add_argument(
         "--zk",
-        default=env_default("SESSIONIZER_ZK"),
+        default=EnvDefault("SESSIONIZER_ZK"),
         help="ZooKeeper connection string [env: SESSIONIZER_ZK]",
     )
     group.add_argument(
         "--bootstrap",
-        default=env_default("SESSIONIZER_BOOTSTRAP"),
+        default=EnvDefault("SESSIONIZER_BOOTSTRAP"),
         help="Kafka bootstrap servers [env: SESSIONIZER_BOOTSTRAP]",
     )
     group.add_argument(
         "--app",
-        default=env_default("SESSIONIZER_APP", DEFAULT_APP),
+        default=EnvDefault("SESSIONIZER_APP", DEFAULT_APP),
         help=f"app name: topic prefix and ZooKeeper subtree [env: SESSIONIZER_APP] "
         f"(default: {DEFAULT_APP})",
     )
     group.add_argument(
         "--kafka-client",
         choices=KAFKA_CLIENTS,
-        default=env_default("SESSIONIZER_KAFKA_CLIENT", "auto"),
+        default=EnvDefault("SESSIONIZER_KAFKA_CLIENT", "auto"),
         help="Kafka client library: confluent-kafka (librdkafka) or kafka-python; auto takes "
         "confluent-kafka when it is installed [env: SESSIONIZER_KAFKA_CLIENT] (default: auto)",
     )
     group.add_argument(
         "--kafka-config",
         metavar="FILE",
-        default=env_default("SESSIONIZER_KAFKA_CONFIG"),
+        default=EnvDefault("SESSIONIZER_KAFKA_CONFIG"),
         help="Kafka client properties file (security.protocol, sasl.*, ssl.*, ...) "
         "[env: SESSIONIZER_KAFKA_CONFIG]",
     )
     group.add_argument(
         "--zk-auth",
         metavar="SCHEME:CREDENTIALS",
-        default=env_default("SESSIONIZER_ZK_AUTH"),
-        help="ZooKeeper authentication, e.g. digest:user:password [env: SESSIONIZER_ZK_AUTH]",
+        default=EnvDefault("SESSIONIZER_ZK_AUTH"),
+        help="ZooKeeper authentication, e.g. digest:user:password, or @FILE that holds it "
+        "(a mounted secret) [env: SESSIONIZER_ZK_AUTH]",
     )
-    group.add_argument(
+    logs = parser.add_argument_group("logging")
+    logs.add_argument(
         "--log-level",
-        default=env_default("SESSIONIZER_LOG_LEVEL", "info"),
-        choices=["debug", "info", "warning", "error"],
+        default=EnvDefault("SESSIONIZER_LOG_LEVEL", "info"),
+        choices=LOG_LEVELS,
         help="log level [env: SESSIONIZER_LOG_LEVEL] (default: info)",
+    )
+    logs.add_argument(
+        "--log-format",
+        default=EnvDefault("SESSIONIZER_LOG_FORMAT"),
+        choices=LOG_FORMATS,
+        help="log lines on stderr as JSON or for people [env: SESSIONIZER_LOG_FORMAT] "
+        "(default: console on a terminal, else json)",
     )
     return parser
 
@@ -89,5 +173,15 @@ def connection_from_args(args: argparse.Namespace) -> ConnectionConfig:
         app=args.app,
         kafka_client=getattr(args, "kafka_client", None) or "auto",
         kafka_config=read_kafka_properties(kafka_config) if kafka_config else {},
-        zk_auth=getattr(args, "zk_auth", None) or None,
+        zk_auth=read_zk_auth(getattr(args, "zk_auth", None)),
     )
+
+
+def require_streams(connection: ConnectionConfig) -> int:
+    """The app's stream count as `streams create` recorded it in ZooKeeper.
+
+    Raises `StreamsNotCreated` (one line, exit 2) for an app whose streams were never
+    created: the same check `produce` makes, so no command waits for ever on topics
+    that will not appear.
+    """
+    return app_stream_count(connection)

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from framework.commands.options import connection_from_args
+from framework.commands.options import EnvDefault, connection_from_args
 from framework.config import ConnectionConfig
 from framework.errors import ConfigError
 from framework.zookeeper import app_client
-from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format
+from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format, syslog_year
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
 from router.naming import stream_name
@@ -50,8 +49,10 @@ def add_parser(
     produce.add_argument(
         "--year",
         type=int,
-        default=None,
-        help=f"year of syslog (sshd) lines, which carry none (default: {DEFAULT_SYSLOG_YEAR})",
+        default=EnvDefault("SESSIONIZER_LOG_YEAR"),
+        help="year of the first syslog (sshd) line, which carries none; a Dec -> Jan step "
+        "starts the next [env: SESSIONIZER_LOG_YEAR] (default: from FILE's modification "
+        f"time; {DEFAULT_SYSLOG_YEAR} for standard input)",
     )
     _shared_options(produce)
     produce.set_defaults(run=run_produce)
@@ -80,7 +81,7 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--producer-id",
-        default=os.environ.get("SESSIONIZER_PRODUCER_ID") or None,
+        default=EnvDefault("SESSIONIZER_PRODUCER_ID"),
         metavar="ID",
         help="this producer's name among the producers of the app, registered as "
         "producers/<ID> in ZooKeeper and written into its watermarks; several producers "
@@ -161,7 +162,7 @@ def run_produce(args: argparse.Namespace) -> int:
             producer,
             lines,
             fmt,
-            year=args.year,
+            year=args.year if args.year is not None else syslog_year(args.file, fmt),
             end_of_input=args.end_of_input,
             progress=_progress,
         )

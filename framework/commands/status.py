@@ -1,35 +1,58 @@
-"""`sessionizer status [--json] [--watch]`: who owns which stream, from ZooKeeper.
+"""`sessionizer status [-o table|wide|json] [--json] [--watch]`: who owns which stream, how far.
 
+The default table fits an 80-column terminal (`balancer.status.format_table`):
+each stream's owner, LAG (end offset - committed offset), OPEN sessions, DEAD
+letters (when the rows carry them and they fit) and STATE; `-o wide` adds every
+other column; `-o json` (or `--json`) prints the document of DESIGN section 11.
 Each stream row has `corrupt`: the reason its state is quarantined, or null;
-the table shows `corrupt` as the owner and lists the reasons below it. The
-top-level `auth` is `"open"` (the app was created without --zk-auth: anyone may
-read and write its znodes) or the scheme its znodes are protected with
-(`"digest"`), from the app root's ACL; the table says so on its second line.
-Each stream row has its published `load` and `busy`, and the top level adds
-`balance` (the members' policy) and `node_loads` (each member's summed load)
-(`balancer.status.load_summary`). Without the credentials of a protected app,
-status fails with one line.
+the table lists the reasons below it. The top-level `auth` is `"open"` (the app
+was created without --zk-auth: anyone may read and write its znodes) or the
+scheme its znodes are protected with (`"digest"`), from the app root's ACL; the
+table says so on its second line. Each stream row has its published `load` and
+`busy` and its `lag`, and the top level adds `balance` (the members' policy),
+`node_loads` (each member's summed load) (`balancer.status.load_summary`) and
+`errors`: what could not be read, one line each.
+
+Exit status: 0; 1 when Kafka could not be read (what ZooKeeper holds is printed,
+the offsets from Kafka are `-`/null, and stderr has one line saying so); 2 when
+ZooKeeper cannot be read, or without the credentials of a protected app.
+kafka-python's and kazoo's own lines are left out (unless --log-level debug):
+they would repeat that one line once per retry.
+`--watch` redraws under a timestamp: on a terminal it clears the screen, piped
+it separates frames with a blank line; Ctrl-C ends it with 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
 
+from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
-from balancer.paths import AppPaths
-from balancer.status import StreamColumns, format_table, load_summary, snapshot
+from balancer.status import format_table, load_summary, snapshot, stream_lag
 from framework.commands.options import connection_from_args
-from framework.errors import ConfigError
+from framework.config import ConnectionConfig
 from framework.progress import state_columns
 from framework.zookeeper import app_client, root_acl_kind
+from router.registry import streams_for
 
-__all__ = ["add_parser", "run"]
+__all__ = ["EXIT_PARTIAL", "OUTPUTS", "StatusReader", "add_parser", "frame", "render", "run"]
 
+EXIT_PARTIAL = 1
+"""Exit status when ZooKeeper was read but Kafka could not be: the output is partial."""
+OUTPUTS = ("table", "wide", "json")
+"""`-o` choices: the 80-column table, every column, or the JSON document."""
+
+_CLIENT_LOGGERS = ("kafka", "kazoo")
 _CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
 _REFRESH_SECONDS = 1.0
 
@@ -42,10 +65,19 @@ def add_parser(
     parser = subparsers.add_parser(
         "status",
         parents=[common] if common else [],
-        help="members, their streams and each stream's owner",
-        description="Reads the app's members and claims from ZooKeeper (read-only).",
+        help="members, their streams and each stream's owner and lag",
+        description="Reads the app's members and claims from ZooKeeper and the streams' end "
+        "offsets from Kafka (read-only). Exit 1 when Kafka cannot be read (the rest is "
+        "printed), 2 when ZooKeeper cannot.",
     )
-    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="table",
+        help="table: fits 80 columns (default); wide: every column; json: as --json",
+    )
+    parser.add_argument("--json", action="store_true", help="print the status as JSON (-o json)")
     parser.add_argument(
         "--watch", action="store_true", help="redraw whenever claims or members change (Ctrl-C)"
     )
@@ -55,56 +87,114 @@ def add_parser(
 def run(args: argparse.Namespace) -> int:
     """Print the status once, or keep redrawing it with --watch until Ctrl-C."""
     connection = connection_from_args(args)
-    paths = connection.paths
-    with app_client(connection) as client:
-        columns = state_columns(client, connection)
-        if client.exists(paths.root) is None:
-            raise ConfigError(
-                f"app {args.app} has nothing in ZooKeeper at {args.zk} ({paths.root}); "
-                "create its streams first (`sessionizer streams create`) or check --app"
-            )
+    output = "json" if args.json else getattr(args, "output", "table")
+    quiet = getattr(args, "log_level", "info") != "debug"
+    with _clients_quiet(quiet), app_client(connection) as client:
+        # The check `produce` makes (one line, exit 2): no empty table for an app
+        # whose streams were never created.
+        streams_for(client, connection.paths.active_streams, connection.app)
         if not args.watch:
-            _show(client, paths, columns, as_json=args.json, clear=False)
-            return 0
+            status = StatusReader(client, connection).read()
+            print(render(status, output), flush=True)
+            for error in status["errors"]:
+                print(f"sessionizer status: error: {error}", file=sys.stderr, flush=True)
+            return EXIT_PARTIAL if status["errors"] else 0
         try:
-            _watch(client, paths, columns, as_json=args.json)
+            _watch(client, connection, output)
         except KeyboardInterrupt:
             return 0  # Ctrl-C is how --watch ends
     return 0
 
 
-def _show(
-    client: KazooClient,
-    paths: AppPaths,
-    columns: StreamColumns | None,
-    *,
-    as_json: bool,
-    clear: bool,
-) -> None:
-    status = snapshot(client, paths, columns=columns)
-    status.update(load_summary(client, paths, status), auth=root_acl_kind(client, paths))
-    if as_json:
-        print(json.dumps(status, sort_keys=True), flush=True)
-    else:
-        print((_CLEAR if clear else "") + format_table(status), flush=True)
+class StatusReader:
+    """Reads the `status --json` document; one per command, so that --watch reads each
+    stream's dead letters incrementally (`framework.progress.state_columns`)."""
+
+    def __init__(self, client: KazooClient, connection: ConnectionConfig) -> None:
+        self._client, self._connection = client, connection
+        self._errors: list[str] = []
+        self._columns = state_columns(client, connection, self._kafka_failed)
+
+    def read(self) -> dict[str, Any]:
+        """The document, read now; its `errors` say what could not be read."""
+        self._errors = []
+        paths = self._connection.paths
+        status = snapshot(self._client, paths, columns=self._columns)
+        status.update(
+            load_summary(self._client, paths, status), auth=root_acl_kind(self._client, paths)
+        )
+        for row in status["streams"]:
+            row["lag"] = stream_lag(row)
+        status["errors"] = self._errors
+        return status
+
+    def _kafka_failed(self, exc: KafkaError) -> None:
+        self._errors.append(
+            f"cannot read Kafka at {self._connection.bootstrap} ({_first_line(exc)}), so LAG "
+            "and end offsets are unknown; is it up, and --bootstrap right?"
+        )
 
 
-def _watch(
-    client: KazooClient, paths: AppPaths, columns: StreamColumns | None, *, as_json: bool
-) -> None:
+def render(status: dict[str, Any], output: str) -> str:
+    """The status as `output` (one of `OUTPUTS`) prints it."""
+    if output == "json":
+        return json.dumps(status, sort_keys=True)
+    return format_table(status, wide=output == "wide")
+
+
+def frame(text: str, *, now: datetime, terminal: bool) -> str:
+    """One --watch frame under a timestamp: the screen cleared on a terminal, else a blank
+    line first, so frames read one after another in a pipe or a file."""
+    header = f"{now:%Y-%m-%d %H:%M:%S} UTC (every {_REFRESH_SECONDS:g} s; Ctrl-C ends)"
+    lead = _CLEAR if terminal else "\n"
+    return f"{lead}{header}\n{text}"
+
+
+def _watch(client: KazooClient, connection: ConnectionConfig, output: str) -> None:
     changed = threading.Event()
 
     def mark(_children: list[str]) -> None:
         changed.set()  # kazoo's thread: only flag, the loop below reads ZooKeeper
 
+    paths = connection.paths
     ChildrenWatch(client, paths.claimed_streams, mark)
     ChildrenWatch(client, paths.active_consumers, mark)
     if client.exists(paths.quarantined_streams) is not None:  # absent until a member starts
         ChildrenWatch(client, paths.quarantined_streams, mark)
-    clear = sys.stdout.isatty() and not as_json
+    terminal = sys.stdout.isatty()
+    reader = StatusReader(client, connection)
     while True:
+        status = reader.read()
+        text = render(status, output)
+        if output != "json":  # JSON stays one document a line
+            errors = [f"could not read: {error}" for error in status["errors"]]
+            text = frame("\n".join([text, *errors]), now=datetime.now(UTC), terminal=terminal)
+        print(text, flush=True)
         # Claims changing redraw at once; offsets move without any znode child
         # changing, so redraw every second as well.
         changed.wait(timeout=_REFRESH_SECONDS)
         changed.clear()
-        _show(client, paths, columns, as_json=as_json, clear=clear)
+
+
+@contextmanager
+def _clients_quiet(quiet: bool) -> Iterator[None]:
+    """kafka-python and kazoo silenced for the command (unless --log-level debug): a
+    server status cannot read is its one line (`errors`, or the error exit), and the
+    clients' own lines would repeat it once per retry."""
+    loggers = [logging.getLogger(name) for name in _CLIENT_LOGGERS] if quiet else []
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
+    lines = str(exc).strip().splitlines()
+    name = type(exc).__name__
+    text = lines[0] if lines and lines[0].startswith(name) else ": ".join([name, *lines[:1]])
+    return text if len(text) <= limit else text[: limit - 3] + "..."

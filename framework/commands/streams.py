@@ -39,7 +39,8 @@ def add_parser(
             "ignore list), which fences off its current owner, then lifts its quarantine. "
             "The only way to repair a stream whose state is corrupt. The next owner reads "
             "from N with no open sessions and an empty ignore list: records before N are "
-            "skipped, and sessions that started before N are not continued."
+            "skipped, and sessions that started before N are not continued. The stream's "
+            "live producers as of N are kept (rebuilt from the state record and the log)."
         ),
     )
     reset.add_argument("stream", metavar="STREAM", help="the stream's name, e.g. APP.stream.0003")
@@ -64,7 +65,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_reset(args: argparse.Namespace) -> int:
-    """Reset one stream; print `{"stream", "from_offset", "was_corrupt"}`."""
+    """Reset one stream; print `{"stream", "from_offset", "was_corrupt", "producers", ...}`."""
     if args.from_offset < 0:
         raise ConfigError(f"--from-offset must be >= 0, got {args.from_offset}")
     done = reset_stream(connection_from_args(args), args.stream, args.from_offset)

@@ -53,6 +53,8 @@ class NodeConfig:
     """`load`: at most a few moves per interval, and a moved stream stays put for one."""
     handover: bool = True
     """Hand engines over on planned moves (False: none written nor used; every move replays)."""
+    dead_letter_warn_share: float = 0.05
+    """Warn once per stream when more than this share of its fragments are late or dead letters."""
 
     def __post_init__(self) -> None:
         if self.processor and ":" not in self.processor:
@@ -80,6 +82,10 @@ class NodeConfig:
         if not 0 < self.balance_tolerance < 1:
             raise ConfigError(
                 f"--balance-tolerance must be in (0, 1), got {self.balance_tolerance}"
+            )
+        if not 0 < self.dead_letter_warn_share <= 1:
+            raise ConfigError(
+                f"dead_letter_warn_share must be in (0, 1], got {self.dead_letter_warn_share}"
             )
         if self.balance_interval <= 0:
             raise ConfigError(f"--balance-interval must be > 0 s, got {self.balance_interval}")

@@ -2,7 +2,13 @@
 
 Same contract as `KafkaRecordSource`: manual assignment, no group membership,
 no commits, and `auto.offset.reset=error`, so a position outside the log is
-reported as `PositionOutOfRange` instead of being moved silently.
+reported (`Fetched.outside`) instead of being moved silently.
+
+`Consumer.consume()` hands out a list of messages in which records of some
+streams and errors of others arrive together. librdkafka never hands a message
+out twice, so every record in that list goes to the node, and the errors are
+reported beside them (`Fetched`): raising on an error would drop the records
+around it, and the next commit would move past them.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from framework.node.errors import NodeError, PositionOutOfRange
-from framework.node.ports import SourceRecord
+from framework.kafka_settings import librdkafka_logger
+from framework.node.errors import NodeError
+from framework.node.ports import Fetched, SourceRecord
 
 __all__ = ["ConfluentRecordSource"]
 
@@ -51,6 +58,7 @@ class ConfluentRecordSource:
             {
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
+                "logger": librdkafka_logger(),  # its lines as log records, not stderr text
                 # librdkafka wants a group id; nothing is ever committed or joined with it.
                 "group.id": f"{client_id}-unused",
                 "enable.auto.commit": False,
@@ -75,42 +83,47 @@ class ConfluentRecordSource:
         self._positions = dict(positions)
         self._consumer.assign([TopicPartition(s, 0, offset) for s, offset in positions.items()])
 
-    def poll(self, timeout: float, max_records: int) -> Mapping[str, Sequence[SourceRecord]]:
-        """The next records per stream; `PositionOutOfRange` names streams outside their log."""
+    def poll(self, timeout: float, max_records: int) -> Fetched:
+        """Every record `consume()` handed out, per stream; its errors reported beside them."""
         try:
             messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        except KafkaException as exc:
-            raise NodeError(f"reading the streams failed ({exc!r}); retrying") from exc
+        except KafkaException as exc:  # raised before any message was handed out
+            return Fetched(error=f"reading the streams failed ({exc!r}); retrying")
         batches: dict[str, list[SourceRecord]] = {}
-        outside: dict[str, int] = {}
+        outside: list[str] = []
+        errors: dict[str, str] = {}
+        general: str | None = None
         batch: list[SourceRecord] = []
         batch_topic = None
         for message in messages:
             error = message.error()
             topic = message.topic() or ""
             if error is not None:
-                if error.code() in _OUT_OF_RANGE and topic in self._positions:
-                    outside[topic] = self._positions[topic]
-                    continue
-                raise NodeError(f"reading {topic or 'the streams'} failed ({error}); retrying")
+                if topic and error.code() in _OUT_OF_RANGE:
+                    outside.append(topic)
+                elif topic:
+                    errors[topic] = f"reading {topic} failed ({error})"
+                else:
+                    general = f"reading the streams failed ({error})"
+                continue  # and on: the records around it were handed out all the same
             if topic != batch_topic:  # runs of one topic: one dict lookup per run, not per record
                 batch_topic = topic
                 batch = batches.setdefault(topic, [])
+            offset = message.offset() or 0  # None only on error messages, handled above
             batch.append(
                 _Record(
                     topic,
-                    message.offset() or 0,  # None only on error messages, handled above
+                    offset,
                     message.key(),
                     message.value(),
                     message.timestamp()[1],
                     cast("list[tuple[str, bytes]] | None", message.headers()),
                 )
             )
-        if outside:
-            raise PositionOutOfRange(outside)
         for topic, records in batches.items():
             self._positions[topic] = records[-1].offset + 1
-        return batches
+        positions = {topic: self._positions.get(topic, -1) for topic in outside}
+        return Fetched(batches, positions, errors, general)
 
     def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
         """Each stream's (log start, log end) offsets, in two requests for all the streams.

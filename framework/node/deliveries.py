@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from framework.node.config import NodeConfig
+from framework.node.dead_letter_log import DeadLetterLog
 from framework.node.stats import NodeStats
 from framework.node.task import Output, StreamTask
 from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
-from sessionizer.sinks import SessionSink
+from sessionizer.sinks import SessionSink, UnsendableSession, encode_session, session_reference
 
 __all__ = ["Deliveries"]
 
@@ -30,8 +31,12 @@ class Deliveries:
         self.sink = sink
         self.at_least_once = config.delivery == "at-least-once"
         self.max_unsent = config.max_unsent
+        self._max_message_bytes = config.max_message_bytes
         self._stats = stats
         self._log = log
+        self.dead_letter_log = DeadLetterLog(
+            log, interval=config.stats_interval, warn_share=config.dead_letter_warn_share
+        )
 
     def deliver(self, task: StreamTask, outputs: list[Output]) -> bool:
         """Pass on one record's output; True if the sink failed (the caller rewinds)."""
@@ -50,6 +55,9 @@ class Deliveries:
 
     def flush(self, tasks: Iterable[StreamTask]) -> bool:
         """Wait for the sink; True if everything given to it is durable."""
+        tasks = list(tasks)
+        # Every commit interval: the dead letters' summaries are due whether or not any came.
+        self.dead_letter_log.maybe_report(tasks)
         try:
             self.sink.flush()
         except SinkError as exc:
@@ -80,10 +88,21 @@ class Deliveries:
     def _send(self, outputs: list[Output]) -> None:
         for output in outputs:
             if isinstance(output, FinishedSession):
+                before = self.sink.unsendable.total()
                 self.sink.emit(output)
+                if self.sink.unsendable.total() != before:  # sent as its reference instead
+                    self._unsendable(output)
             else:
                 self._stats.dead_letter_reasons[output.reason] += 1
+                self.dead_letter_log.record(output)
                 self.sink.dead_letter(output)
+
+    def _unsendable(self, session: FinishedSession) -> None:
+        """Tell the dead-letter log about a session the sink replaced by its reference."""
+        try:
+            encode_session(session, max_bytes=self._max_message_bytes)
+        except UnsendableSession as exc:  # the rare path: encoded again to learn why
+            self.dead_letter_log.record(session_reference(session, exc.reason, exc.error))
 
     def _failed(self, exc: SinkError, *, lost: int | None = None) -> None:
         self._stats.sink_failures += 1

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from framework.errors import SessionizerError
 
-__all__ = ["NodeCrashed", "NodeError", "PositionOutOfRange"]
+__all__ = ["NodeCrashed", "NodeError"]
 
 
 class NodeError(SessionizerError):
@@ -23,12 +21,3 @@ class NodeCrashed(NodeError):
             "it committed nothing after it and released its streams, which the other nodes "
             "resume from their last commit. The node log's `node_crashed` event has the traceback"
         )
-
-
-class PositionOutOfRange(NodeError):
-    """A stream's read position lies outside its log (the topic was recreated or truncated)."""
-
-    def __init__(self, positions: Mapping[str, int]) -> None:
-        self.positions = dict(positions)
-        listed = ", ".join(f"{stream} at {offset}" for stream, offset in sorted(positions.items()))
-        super().__init__(f"read positions outside the log: {listed}")

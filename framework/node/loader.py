@@ -1,8 +1,14 @@
-"""Load the user's `StreamProcessor` from a `module:Class` string, with clear errors."""
+"""Load the user's `StreamProcessor` from a `module:Class` string, with clear errors.
+
+A failure while importing the user's module is one line naming the file and line
+(a syntax error, an exception at import time) or the module that is missing; only
+a processor module that cannot be found at all is blamed on PYTHONPATH.
+"""
 
 from __future__ import annotations
 
 import importlib
+import traceback
 from typing import Any
 
 from framework.errors import ConfigError
@@ -14,12 +20,7 @@ __all__ = ["load_processor"]
 def load_processor(spec: str) -> StreamProcessor[Any]:
     """Import `module:Class` and return an instance of it."""
     module_name, _, class_name = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"cannot import processor module {module_name!r} ({exc}); is it on PYTHONPATH?"
-        ) from exc
+    module = _import(module_name)
     cls = getattr(module, class_name, None)
     if cls is None:
         raise ConfigError(f"module {module_name!r} has no class {class_name!r}")
@@ -29,3 +30,45 @@ def load_processor(spec: str) -> StreamProcessor[Any]:
         return cls()
     except TypeError as exc:
         raise ConfigError(f"cannot instantiate {spec}: {exc}") from exc
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except SyntaxError as exc:  # also IndentationError, TabError
+        raise ConfigError(
+            f"processor module {module_name!r} has a syntax error at "
+            f"{exc.filename}:{exc.lineno}: {exc.msg}"
+        ) from exc
+    except ImportError as exc:
+        if _is_the_module_itself(module_name, exc):
+            raise ConfigError(
+                f"cannot import processor module {module_name!r} (no module named "
+                f"{exc.name!r}); is it on PYTHONPATH?"
+            ) from exc
+        raise ConfigError(
+            f"processor module {module_name!r} failed at {_where(exc)}: {exc}; "
+            "install what it imports in this environment"
+        ) from exc
+    except Exception as exc:  # any error of the module's own code at import time
+        raise ConfigError(
+            f"processor module {module_name!r} raised {type(exc).__name__} at "
+            f"{_where(exc)} while being imported: {exc}"
+        ) from exc
+
+
+def _is_the_module_itself(module_name: str, exc: ImportError) -> bool:
+    """The processor module (or a package above it) was not found, rather than an import
+    inside it failing."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name is None:
+        return False
+    return module_name == exc.name or module_name.startswith(exc.name + ".")
+
+
+def _where(exc: BaseException) -> str:
+    """`file:line` of the innermost frame of the user's code (not importlib's machinery)."""
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+    ]
+    frames = [f for f in frames if f.filename != __file__]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import time"

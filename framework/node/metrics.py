@@ -69,6 +69,11 @@ _COUNTERS = (
     ("sink_send_failures", "Failed sends or flushes of output", "sink_failures"),
     ("rewinds", "Streams rewound to their last commit after a sink failure", "rewinds"),
     ("quarantined_streams", "Streams quarantined by this node", "quarantined"),
+    (
+        "gaps_reseeked",
+        "Records refused as past their stream's read position; the stream was re-read",
+        "gaps_reseeked",
+    ),
     ("commits", "State commits", "commits"),
 )
 

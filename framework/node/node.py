@@ -17,6 +17,9 @@ The guarantees, each unit-tested with fakes of the four parts
   and `run` raises `NodeCrashed`;
 - a stream whose state or position cannot be trusted is quarantined, never
   reset or retried in a loop;
+- no record is skipped: every record the source fetched is applied or read
+  again, and one past its stream's position is refused and the stream re-read
+  (`framework.node.gaps`; `tests/unit/test_node_gaps.py`);
 - a stop is bounded: while the coordinator is paused the node waits at most a
   session timeout for it, then leaves without committing.
 """
@@ -36,12 +39,13 @@ from balancer.machine import BalancerState
 from framework.errors import ConfigError, SessionizerError
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
-from framework.node.errors import NodeCrashed, PositionOutOfRange
+from framework.node.errors import NodeCrashed
+from framework.node.gaps import OffsetGaps
 from framework.node.handover import NodeHandover
 from framework.node.loader import load_processor
 from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
-from framework.node.ports import Coordinator, RecordSource
+from framework.node.ports import Coordinator, Fetched, RecordSource, SourceRecord
 from framework.node.stats import NodeStats, load_counts, metrics_snapshot
 from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
@@ -91,6 +95,7 @@ class Node:
         self.handover = NodeHandover(None, config.node_id, self._log, None)
         self._busy_seconds = 0.0  # time spent consuming records, for the published loads
         self._last_load_report = 0.0
+        self._gaps = OffsetGaps(self.stats, self._log)
 
     @property
     def metrics_port(self) -> int:
@@ -232,27 +237,59 @@ class Node:
     # -- records -------------------------------------------------------------------
 
     def _consume(self) -> None:
-        assert self._source is not None and self._out is not None
-        try:
-            batches = self._source.poll(self.config.poll_timeout, self.config.max_poll_records)
-        except PositionOutOfRange as exc:
-            for stream, offset in exc.positions.items():
+        assert self._source is not None
+        fetched = self._source.poll(self.config.poll_timeout, self.config.max_poll_records)
+        if fetched.error is not None:  # the records fetched with it are applied all the same
+            self._log.warning("poll_failed", error=fetched.error, note="retrying")
+        reread = self._fetch_failures(fetched)
+        # The tasks as fetched for: one rewound or revoked meanwhile was re-sought already.
+        tasks = dict(self._tasks)
+        for stream, records in fetched.records.items():
+            task = tasks.get(stream)
+            if task is not None:
+                reread |= self._apply(task, records)
+        if reread:
+            self._reassign()
+
+    def _fetch_failures(self, fetched: Fetched) -> bool:
+        """Quarantine streams outside their log; True if some stream must be read again."""
+        for stream, offset in fetched.outside.items():
+            if stream in self._tasks:
                 self._refuse(stream, f"read position {offset} is outside the stream's log")
-            return
-        except SessionizerError as exc:
-            self._log.warning("poll_failed", error=str(exc), note="retrying")
-            return
-        for stream, records in batches.items():
-            task = self._tasks.get(stream)
-            for record in records:
-                if task is None or self._tasks.get(stream) is not task:
-                    break  # revoked, rewound or held meanwhile: re-read from its position
-                if record.offset < task.position:
-                    continue  # fetched before a seek
-                if self._out.deliver(task, task.handle(record)):
-                    self._rewind(self._out.rewind_set(self._tasks.values()))
-                elif self._out.held(task):
-                    self._hold(task)
+        failed = [stream for stream in fetched.errors if stream in self._tasks]
+        for stream in failed:
+            # Its records fetched before the error are applied; re-reading from the
+            # position then fetches again whatever the client skipped past the error.
+            self._log.warning(
+                "fetch_failed",
+                stream=stream,
+                position=self._tasks[stream].position,
+                error=fetched.errors[stream],
+                note="re-reading the stream from its position",
+            )
+        return bool(fetched.outside or failed)
+
+    def _apply(self, task: StreamTask, records: Sequence[SourceRecord]) -> bool:
+        """Feed one stream's records to its engine; True if it must be read again."""
+        assert self._out is not None
+        stream = task.stream
+        for record in records:
+            if self._tasks.get(stream) is not task:
+                return False  # revoked, rewound or held meanwhile: re-sought already
+            offset = record.offset
+            if offset < task.position:
+                continue  # fetched before a seek
+            if offset > task.position:  # records skipped: never applied past them (gaps.py)
+                lasting = self._gaps.refuse(stream, task.position, offset)
+                if lasting is not None:
+                    self._refuse(stream, lasting)
+                return True
+            if self._out.deliver(task, task.handle(record)):
+                self._rewind(self._out.rewind_set(self._tasks.values()))
+            elif self._out.held(task):
+                self._hold(task)
+        self._gaps.passed(stream, task.position)
+        return False
 
     def _rewind(self, streams: Sequence[str]) -> None:
         """Replace the tasks by fresh ones from their last commits, and re-read from there."""

@@ -10,12 +10,13 @@ the unit tests of the loop use in-process fakes of each.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from balancer.config import BalancerListener
 from balancer.machine import BalancerState
 
-__all__ = ["Coordinator", "CoordinatorFactory", "RecordSource", "SourceRecord"]
+__all__ = ["Coordinator", "CoordinatorFactory", "Fetched", "RecordSource", "SourceRecord"]
 
 
 class SourceRecord(Protocol):
@@ -52,18 +53,37 @@ class SourceRecord(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """What one `RecordSource.poll` took from the client: every record, problems beside them.
+
+    A Kafka client hands records out once: a record it returned and the caller then
+    dropped is never fetched again, and the next commit moves past it. So a source
+    never raises instead of returning records; what went wrong is reported here.
+    """
+
+    records: Mapping[str, Sequence[SourceRecord]] = field(default_factory=dict)
+    """Per stream, the records in offset order (also those fetched beside an error)."""
+    outside: Mapping[str, int] = field(default_factory=dict)
+    """Streams whose read position (the value) lies outside their log: quarantine them."""
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Streams whose fetch failed transiently, with the error: re-read from their position."""
+    error: str | None = None
+    """A failure not tied to one stream (a broker away, the client's own); transient."""
+
+
 class RecordSource(Protocol):
     """Reads the streams a node owns, each from a position the node chooses.
 
-    `poll` raises `framework.node.errors.PositionOutOfRange` when a stream's
-    position is outside its log; any other `SessionizerError` is transient.
+    `poll` hands out every record it took from the client and reports failures
+    beside them (`Fetched`), never instead of them; it raises only on a bug.
     """
 
     def assign(self, positions: Mapping[str, int]) -> None:
         """Read exactly these streams from now on, each from the given offset."""
         ...
 
-    def poll(self, timeout: float, max_records: int) -> Mapping[str, Sequence[SourceRecord]]:
+    def poll(self, timeout: float, max_records: int) -> Fetched:
         """Return the next records per stream, in offset order, waiting up to `timeout` s."""
         ...
 

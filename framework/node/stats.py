@@ -39,7 +39,12 @@ class NodeStats:
     sink_failures: int = 0
     rewinds: int = 0
     quarantined: int = 0
+    gaps_reseeked: int = 0
+    """Records refused because their offset was past the stream's position (re-read instead)."""
     oversized_states: int = 0
+    commit_rounds: int = 0
+    """Commit rounds timed (`commit_latency`): the mean's divisor, not `commits`, which
+    counts the stream states written (a round may write none, or many)."""
     commit_seconds_total: float = 0.0
     commit_seconds_max: float = 0.0
     retired: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SUMMED, 0))
@@ -51,6 +56,7 @@ class NodeStats:
     def commit_latency(self, seconds: float, streams: int) -> None:
         """Record one commit round."""
         if streams:
+            self.commit_rounds += 1
             self.commit_seconds_total += seconds
             self.commit_seconds_max = max(self.commit_seconds_max, seconds)
 
@@ -82,7 +88,11 @@ class NodeStats:
             "sink_failures": self.sink_failures,
             "rewinds": self.rewinds,
             "quarantined": self.quarantined,
-            "commit_ms_mean": round(1000 * self.commit_seconds_total / max(1, self.commits), 2),
+            "gaps_reseeked": self.gaps_reseeked,
+            "commit_rounds": self.commit_rounds,
+            "commit_ms_mean": round(
+                1000 * self.commit_seconds_total / max(1, self.commit_rounds), 2
+            ),
             "commit_ms_max": round(1000 * self.commit_seconds_max, 2),
         }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from framework.node.ports import SourceRecord
@@ -17,9 +17,10 @@ from sessionizer.records import (
     FinishedSession,
     FoldedHookFailure,
     FutureFragment,
+    HookFailure,
     LateFragment,
 )
-from sessionizer.sinks import DeadLetter
+from sessionizer.sinks import PAYLOAD_NONE, PAYLOAD_ORIGINAL, PAYLOAD_REENCODED, DeadLetter
 from state.record import StreamState
 
 __all__ = ["Output", "StreamTask"]
@@ -93,7 +94,17 @@ class StreamTask:
         except UndecodableRecord as exc:
             self.position = offset + 1
             self.dead_letters += 1
-            return [DeadLetter(self.stream, offset, exc.reason, str(exc), record.key, record.value)]
+            letter = DeadLetter(
+                self.stream,
+                offset,
+                exc.reason,
+                str(exc),
+                record.key,
+                record.value,
+                timestamp_ms=record.timestamp if isinstance(record.timestamp, int) else None,
+                exception=type(exc).__name__,
+            )
+            return [letter]
         # The decoded parts go straight to the engine: no record object in between.
         if isinstance(item, Watermark):
             produced = self.engine.process_watermark(
@@ -101,7 +112,7 @@ class StreamTask:
             )
         else:
             produced = self.engine.process_fragment(offset, *item)
-        outputs = [self._output(out) for out in produced] if produced else []
+        outputs = [self._output(out, record) for out in produced] if produced else []
         self.position = offset + 1
         return outputs
 
@@ -114,7 +125,7 @@ class StreamTask:
         self.committed = state
         self.emitted = False
 
-    def _output(self, out: EngineOutput) -> Output:
+    def _output(self, out: EngineOutput, record: SourceRecord) -> Output:
         if isinstance(out, FinishedSession):
             return out
         self.dead_letters += 1
@@ -122,19 +133,55 @@ class StreamTask:
             # A fragment of a failed session that was already folded: the engine kept
             # its offset, not its bytes.  The headers name the stream and the offset.
             error = f"{out.error} (already folded: value left empty, the record is at this offset)"
-            key = out.key.encode("utf-8")
-            return DeadLetter(self.stream, out.offset, f"hook:{out.hook}", error, key, b"")
+            return DeadLetter(
+                self.stream,
+                out.offset,
+                f"hook:{out.hook}",
+                error,
+                out.key.encode("utf-8"),
+                b"",
+                session_key=out.key,
+                session_id=out.session_id,
+                exception=_exception_class(out.error),
+                traceback=out.traceback,
+                payload=PAYLOAD_NONE,
+            )
         fragment = out.fragment
-        # The fragment's original bytes, re-encoded: the wire format is deterministic.
-        key, value = encode_fragment(
-            ParsedFragment(fragment.key, fragment.timestamp_ms, fragment.value)
+        if fragment.offset == record.offset:  # the record in hand: its own bytes
+            key, value, payload = record.key, record.value, PAYLOAD_ORIGINAL
+        else:
+            # Read earlier and no longer held as bytes: re-encoded from its decoded parts
+            # (the wire format is deterministic; the offset names the record itself).
+            key, value = encode_fragment(
+                ParsedFragment(fragment.key, fragment.timestamp_ms, fragment.value)
+            )
+            payload = PAYLOAD_REENCODED
+        letter = DeadLetter(
+            self.stream,
+            fragment.offset,
+            f"hook:{out.hook}" if isinstance(out, HookFailure) else "late",
+            "",
+            key,
+            value,
+            timestamp_ms=fragment.timestamp_ms,
+            session_key=fragment.key,
+            payload=payload,
         )
         if isinstance(out, FutureFragment):
-            return DeadLetter(self.stream, fragment.offset, "future", out.reason, key, value)
+            return replace(letter, reason="future", error=out.reason)
         if isinstance(out, LateFragment):
-            error = (
-                f"late by {out.stream_time_ms - out.event_time_ms} ms behind stream time "
-                f"({out.reason})"
-            )
-            return DeadLetter(self.stream, fragment.offset, "late", error, key, value)
-        return DeadLetter(self.stream, fragment.offset, f"hook:{out.hook}", out.error, key, value)
+            behind = out.stream_time_ms - out.event_time_ms
+            return replace(letter, error=f"late by {behind} ms behind stream time ({out.reason})")
+        return replace(
+            letter,
+            error=out.error,
+            session_id=out.session_id,
+            exception=_exception_class(out.error),
+            traceback=out.traceback,
+        )
+
+
+def _exception_class(error: str) -> str:
+    """The exception class name of a hook failure's "Type: message" text."""
+    name = error.split(":", 1)[0]
+    return name if name.isidentifier() else ""

@@ -13,7 +13,9 @@ test are never seen by another.
 All test support lives in this package: the fixtures (here), `nodes` (node
 processes and the conditions tests wait for), `members` (balancer member
 processes), `cli` (the CLI in-process); `framework.testkit` tests a processor
-in-process, without servers.
+in-process, without servers. Both are leaves: nothing in the product imports
+them (a plain install has no pytest); what the demo shares with the tests lives
+in the product (`framework.processes`, `framework.local_nodes`).
 """
 
 from __future__ import annotations

@@ -7,25 +7,22 @@ its own session, and `balanced` / `wait_for` decide when the group converged.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from balancer import claims
 from balancer.paths import AppPaths
+from framework.local_nodes import balanced, claims_by_owner
+from framework.processes import MemberProcess, ProcessGroup
 from framework.zookeeper import new_client
 
 __all__ = [
@@ -69,122 +66,6 @@ def provision_streams(client: KazooClient, paths: AppPaths, names: Iterable[str]
         client.ensure_path(paths.stream(name))
 
 
-def claims_by_owner(client: KazooClient, paths: AppPaths) -> dict[str, set[str]]:
-    """Streams per consumer id, as the claim znodes say."""
-    owners: dict[str, set[str]] = {}
-    for stream, data in claims.read_owners(client, paths).items():
-        owners.setdefault(str(data.get("consumer")), set()).add(stream)
-    return owners
-
-
-def balanced(
-    client: KazooClient, paths: AppPaths, members: Iterable[str], streams: int
-) -> dict[str, set[str]] | None:
-    """The claims if every stream is claimed by one of `members` with a spread <= 1, else None.
-
-    None too while no member has created the layout yet (it is made by the first to start).
-    """
-    expected = set(members)
-    try:
-        owners = claims_by_owner(client, paths)
-        consumers = set(client.get_children(paths.active_consumers))
-    except NoNodeError:
-        return None
-    counts = [len(owners.get(m, ())) for m in expected]
-    if set(owners) - expected or sum(counts) != streams or max(counts) - min(counts) > 1:
-        return None
-    return owners if consumers == expected else None
-
-
-@dataclass
-class MemberProcess:
-    """One `python -m framework.member` process and its JSON-lines log."""
-
-    node: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Parsed log lines so far (only those with event `name`, if given)."""
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        parsed = []
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by kill -9
-            if name is None or event.get("event") == name:
-                parsed.append(event)
-        return parsed
-
-    def assignment(self) -> set[str] | None:
-        """The streams of the last `assignment` line, or None before the first."""
-        lines = self.events("assignment")
-        return set(lines[-1]["streams"]) if lines else None
-
-    def send(self, signum: int) -> None:
-        """Send a signal if the process still runs."""
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-
-    def wait(self, timeout: float) -> int:
-        """Wait for exit; return the exit code."""
-        return self.process.wait(timeout=timeout)
-
-
-class ProcessGroup:
-    """Named processes of one test or benchmark; on exit every one still running is killed.
-
-    Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
-    `<directory>/<name>.<n>.jsonl`; the child imports this repository's packages
-    however the parent was started, and gets `env` on top of the parent's
-    environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on the
-    command line, which anyone on the machine can read).
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.members: dict[str, MemberProcess] = {}
-
-    def spawn(
-        self,
-        name: str,
-        command: list[str],
-        *,
-        log_stderr: bool = False,
-        env: Mapping[str, str] | None = None,
-    ) -> MemberProcess:
-        """Start `command` as member `name`."""
-        log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
-        with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
-            stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
-            child_env = {**_child_env(), **(env or {})}
-            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=child_env)
-        member = MemberProcess(name, process, log_path)
-        self.members[name] = member
-        return member
-
-    def running(self) -> list[str]:
-        """Names of the members whose process still runs."""
-        return [n for n, m in self.members.items() if m.process.poll() is None]
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Kill (SIGCONT first, in case one is stopped) and reap every member."""
-        for member in self.members.values():
-            member.send(signal.SIGCONT)
-            member.send(signal.SIGKILL)
-        for member in self.members.values():
-            member.process.wait()
-
-
 class MemberGroup(ProcessGroup):
     """`framework.member` processes of one app (the module is named, not imported).
 
@@ -219,12 +100,6 @@ class MemberGroup(ProcessGroup):
             command += ["--drain", str(drain)]
         env = {} if self.zk_auth is None else {"SESSIONIZER_ZK_AUTH": self.zk_auth}
         return self.spawn(node, command, env=env)
-
-
-def _child_env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parents[2])  # the checkout: framework/testing/ is two below
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}
 
 
 ClaimsSnapshot = tuple[float, float, dict[str, str]]

@@ -1,31 +1,29 @@
 """Consumer nodes as separate processes, and the conditions tests and benchmarks wait for.
 
 `NodeGroup` runs `sessionizer node` processes (and always reaps them);
-`settled` says when a group is balanced and caught up; `StateObserver` checks
-that no stream's stored offsets ever move backwards while faults happen.
+`settled` says when a group is balanced and caught up (both from the product's
+`framework.local_nodes`, which the demo uses, re-exported here); `StateObserver`
+checks that no stream's stored offsets ever move backwards while faults happen.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Callable, Collection, Iterable
-from pathlib import Path
 from typing import Any
 
 from kafka.errors import KafkaError
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 
-from framework.cluster.netns import exec_prefix
 from framework.config import ConnectionConfig
-from framework.progress import end_offsets, read_states
-from framework.testing.members import MemberProcess, ProcessGroup, balanced
+from framework.local_nodes import SESSIONIZER, NodeGroup, caught_up, settled, streams_of
+from framework.progress import read_states
 from framework.zookeeper import zookeeper_client
-from router.naming import stream_name
 
 __all__ = [
+    "SESSIONIZER",
     "NodeGroup",
     "StateObserver",
     "answering",
@@ -36,68 +34,6 @@ __all__ = [
     "settled_alive",
     "streams_of",
 ]
-
-SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
-
-
-def streams_of(app: str, count: int) -> list[str]:
-    """The app's stream names."""
-    return [stream_name(app, i) for i in range(count)]
-
-
-class NodeGroup(ProcessGroup):
-    """`sessionizer node` processes of one app; their structlog JSON goes to the logs."""
-
-    def __init__(
-        self,
-        connection: ConnectionConfig,
-        directory: Path,
-        processor: str,
-        *,
-        session_timeout: float = 4.0,
-    ) -> None:
-        super().__init__(directory)
-        self.connection = connection
-        self.processor = processor
-        self.session_timeout = session_timeout
-
-    @property
-    def nodes(self) -> dict[str, MemberProcess]:
-        """The nodes started so far, by id."""
-        return self.members
-
-    def start(self, node: str, *extra: str, netns: str | None = None) -> MemberProcess:
-        """Spawn node `node` (extra CLI flags may follow), inside network namespace `netns`.
-
-        With `netns` the node runs as `ip netns exec NETNS sessionizer node ...`
-        (`ip` execs the node, so signals reach it directly).
-        """
-        command = [
-            *exec_prefix(netns), SESSIONIZER, "node", "--processor", self.processor, "--id", node,
-            "--zk", self.connection.zk, "--bootstrap", self.connection.bootstrap,
-            "--app", self.connection.app, "--session-timeout", str(self.session_timeout),
-            *extra,
-        ]  # fmt: skip
-        return self.spawn(node, command, log_stderr=True)
-
-
-def caught_up(client: KazooClient, connection: ConnectionConfig, streams: Iterable[str]) -> bool:
-    """Every stream's last committed read position is its end offset."""
-    streams = list(streams)
-    states = read_states(client, connection.paths, streams)
-    ends = end_offsets(connection.bootstrap, streams, connection.kafka_config)
-    return all(states[s].committed_offset == ends[s] for s in streams)
-
-
-def settled(
-    client: KazooClient, connection: ConnectionConfig, members: Iterable[str], streams: list[str]
-) -> bool:
-    """Balanced among `members` (spread <= 1, each stream owned once) and caught up."""
-    try:
-        owned = balanced(client, connection.paths, members, len(streams))
-    except NoNodeError:
-        return False  # no node has created the layout yet
-    return bool(owned) and caught_up(client, connection, streams)
 
 
 def last_words(group: NodeGroup, node: str, lines: int = 12) -> str:

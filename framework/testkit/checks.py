@@ -18,6 +18,7 @@ from framework.testkit.runs import (
     fresh_processor,
     simulate,
 )
+from framework.testkit.written import unsendable_problem
 from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.records import FinishedSession, Fragment
@@ -52,11 +53,14 @@ def assert_exact(
     of the uninterrupted run with the same content, counting only what an owner
     emitted before storing its state (or as a stream's last owner), and nothing
     else; duplicates must be identical. Raises AssertionError at the first
-    difference. Crashing after every offset re-reads, each time, from the oldest
+    difference, and for a session the node could not send (its result is run
+    through the node's encoder: a test fails where a node would dead-letter).
+    Crashing after every offset re-reads, each time, from the oldest
     open session: for long inputs, give `crash_at` a sample of offsets.
     """
     items = list(inputs)
     baseline = simulate(processor, items, streams, end_of_input, NO_CRASH, 0)
+    _sendable(baseline)
     again = simulate(processor, items, streams, end_of_input, NO_CRASH, 0)
     _compare(baseline, again, "a second uninterrupted run")
     points = crash_points(crash_at)
@@ -78,10 +82,12 @@ def assert_batch(
     The batch definition (`sessionizer.reference.batch_sessions`, with the
     processor's timeout and max_session_duration) applies to the fragments that
     were not dead-lettered as late, future or by `timestamp`/`is_end`; a session
-    whose `open`, `update` or `close` raised, or that could not be sent, is
-    expected among the dead letters instead.
+    whose `open`, `update` or `close` raised is expected among the dead letters
+    instead. A session the node could not send (`close()` returned what its
+    encoder refuses, or too much) fails the check, as it does in `assert_exact`.
     """
     log = simulate(processor, list(inputs), streams, end_of_input, NO_CRASH, 0)
+    _sendable(log)
     judge = fresh_processor(processor)
     timing = Timing.of(judge)
     letters = log.result.dead_letters
@@ -118,6 +124,13 @@ def assert_batch(
                 f"{log.name}: emitted {_show(_span(got))}{note}, but {definition} has {has}"
             )
     return log.result
+
+
+def _sendable(log: RunLog) -> None:
+    """Raise AssertionError if the node could not have sent one of the run's sessions."""
+    problem = unsendable_problem(log.name, log.result.dead_letters)
+    if problem is not None:
+        raise AssertionError(problem)
 
 
 def _compare(baseline: RunLog, other: RunLog, what: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeAlias
 
 from framework.node.task import Output, StreamTask
 from framework.testkit.inputs import Input, StreamRecord, encode_inputs
+from framework.testkit.written import as_written
 from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import FinishedSession
@@ -96,7 +97,8 @@ def run_with_crashes(
     `uncommitted` records before a crash are not covered by a stored state. A new
     owner, with a fresh processor, resumes from the stored state and re-emits what
     a node would. Offsets count per stream from 0 (with one stream, the index in
-    `inputs`); "every" crashes after every offset.
+    `inputs`); "every" crashes after every offset. A stream too short to reach an
+    offset does not crash there, so a sample of input indices fits any `streams`.
     """
     points = crash_points(crash_at)
     return simulate(processor, inputs, streams, end_of_input, points, uncommitted).result
@@ -164,9 +166,7 @@ def simulate(
     by_stream: dict[str, list[StreamRecord]] = {name: [] for name in fragments}
     for record in records:
         by_stream[record.topic].append(record)
-    last = max(len(stream_records) for stream_records in by_stream.values()) - 1
-    if crash_at != "every" and crash_at and max(crash_at) > last:
-        raise ValueError(f"crash_at {max(crash_at)} is past the last offset of any stream, {last}")
+    _check_reachable(crash_at, len(records), fragments, streams)
     shared = fresh_processor(processor)  # one node owns every stream at first
     sink = MemorySink()
     log = RunLog(type(shared).__name__, RunResult(), fragments)
@@ -181,7 +181,8 @@ def simulate(
         for output in current.task.handle(record):
             sessions, letters = len(sink.sessions), len(sink.dead_letters)
             if isinstance(output, FinishedSession):
-                sink.emit(output)  # or its reference dead letter, as a node's sink would
+                # As the node encodes it, or its reference dead letter, as a node's sink would.
+                sink.emit(as_written(output))
             else:
                 sink.dead_letter(output)
             written: list[Output] = [*sink.sessions[sessions:], *sink.dead_letters[letters:]]
@@ -209,10 +210,39 @@ def simulate(
         owners[stream] = owner(current.number + 1, state, fresh_processor(processor), record.offset)
         for again in by_stream[stream][state.safe_offset : record.offset + 1]:
             read(owners[stream], again)  # the new owner re-reads up to where the old one crashed
+    if crash_at != "every" and crash_at and not log.result.crashes:  # it would test nothing
+        longest = max(len(stream_records) for stream_records in by_stream.values())
+        raise ValueError(
+            f"no stream reaches an offset in crash_at (the longest of {streams} has offsets "
+            f"0..{longest - 1}): choose smaller offsets"
+        )
     for current in owners.values():
         log.durable.extend(current.emitted)
     log.result.sessions, log.result.dead_letters = sink.sessions, sink.dead_letters
     return log
+
+
+def _check_reachable(
+    crash_at: CrashPoints,
+    records: int,
+    fragments: dict[str, list[tuple[int, ParsedFragment]]],
+    streams: int,
+) -> None:
+    """Refuse a crash point past any offset a stream can have: the number of inputs.
+
+    An input takes at most one offset of each stream. A point below that which a
+    short stream never reaches crashes only the streams that do, so a sample of
+    input indices such as range(0, len(inputs), 25) is valid with any `streams`.
+    """
+    if crash_at == "every" or not crash_at:
+        return
+    pieces = sum(len(stream_fragments) for stream_fragments in fragments.values())
+    count = pieces + (records - pieces) // streams  # a watermark is on every stream
+    if max(crash_at) >= count:
+        raise ValueError(
+            f"crash_at {max(crash_at)} is past the last offset any stream can have, "
+            f"{count - 1} ({count} inputs, the end of input included)"
+        )
 
 
 def crash_points(crash_at: Iterable[int] | Literal["every"]) -> CrashPoints:

@@ -22,8 +22,10 @@ __all__ = [
     "TOO_LARGE_BYTES",
     "FragileWebSessions",
     "GatedWebSessions",
+    "RaisingWebSessions",
     "TimestampPoisonWebSessions",
     "UnsendableWebSessions",
+    "raising_key",
     "unsendable_kind",
 ]
 
@@ -138,3 +140,19 @@ class GatedWebSessions(WebSessions):
                 finally:
                     os.close(reader)
         return super().close(key, session)
+
+
+def raising_key(key: str) -> bool:
+    """Which keys `RaisingWebSessions.update` fails on (about 1 in 8, by a stable hash)."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 8 == 3
+
+
+class RaisingWebSessions(WebSessions):
+    """WebSessions whose `update` raises for the keys `raising_key` picks: a buggy processor."""
+
+    def update(self, session: Any, fragment: Mapping[str, Any]) -> Any | None:
+        """Fail on purpose for the chosen visitors (the key is not in the fragment: recompute)."""
+        if raising_key(f"{fragment.get('ip')}|{fragment.get('agent')}"):
+            raise RuntimeError("deliberate failure for this visitor")
+        return super().update(session, fragment)

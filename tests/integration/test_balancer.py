@@ -36,6 +36,8 @@ from balancer.status import snapshot
 from framework.cluster import LocalCluster
 from framework.cluster.zookeeper_server import four_letter_word
 from framework.commands import status as status_command
+from framework.config import ConnectionConfig
+from framework.provision import provision_streams as create_streams
 from framework.testing.members import (
     ClaimObserver,
     MemberGroup,
@@ -349,7 +351,8 @@ def test_status_snapshot_and_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     paths, names = AppPaths(app), stream_names(app, 3)
-    provision_streams(zk, paths, names)
+    # Topics too, and the recorded count: `status` reads both (and fails where it cannot).
+    create_streams(ConnectionConfig(zk_hosts, kafka_bootstrap, app), len(names))
     a = member(zk_hosts, app, "a")
     assert a.balancer is not None
     watcher = subprocess.Popen(

@@ -11,6 +11,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from framework.testing.cli import DATA, cli, cli_json
 from router.errors import MalformedLine, ProduceFailed
 from router.formats import parse_line
+from router.formats_sshd import log_year
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_index, stream_name
@@ -26,10 +27,11 @@ CLIENTS = ("kafka-python", "confluent")
 def _expected(fmt: str, path) -> Counter:
     """Each fragment the file holds, parsed independently of the producer, as wire bytes."""
     fragments: Counter = Counter()
+    year = log_year(path)  # `produce` dates syslog lines from the file's modification time
     with path.open(encoding="utf-8", errors="replace", newline="") as lines:
         for line in lines:
             try:
-                fragment = parse_line(fmt, line)
+                fragment = parse_line(fmt, line, year=year)
             except MalformedLine:
                 continue
             fragments[(*encode_fragment(fragment), fragment.timestamp_ms)] += 1

@@ -46,8 +46,8 @@ from sessionizer.examples.weblog import WebSessions
 pytestmark = pytest.mark.integration
 STREAMS = 8
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
-EXPORTED = ("SESSIONIZER_ZK", "SESSIONIZER_BOOTSTRAP", "SESSIONIZER_KAFKA_CONFIG",
-            "SESSIONIZER_ZK_AUTH")  # fmt: skip
+EXPORTED = ("SESSIONIZER_CLUSTER_DIR", "SESSIONIZER_ZK", "SESSIONIZER_BOOTSTRAP",
+            "SESSIONIZER_KAFKA_CONFIG", "SESSIONIZER_ZK_AUTH")  # fmt: skip
 REFUSED_WITHIN = 60.0  # seconds a client without valid credentials may take to give up
 
 

@@ -162,7 +162,7 @@ def test_status_says_whether_an_apps_znodes_are_protected(
     assert code == 0 and f"app {app}: znodes protected (digest)" in out
     code, out, _ = cli("status", **open_conn)
     assert code == 0
-    assert f"app {opened}: znodes open to anyone (created without ZooKeeper authentication)" in out
+    assert f"app {opened}: znodes open to anyone (created without --zk-auth)" in out
 
     for argv in (
         ("status", "--json"),

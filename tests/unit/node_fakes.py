@@ -19,8 +19,8 @@ from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from framework.config import ConnectionConfig
 from framework.node.config import NodeConfig
-from framework.node.errors import PositionOutOfRange
 from framework.node.parts import NodeParts
+from framework.node.ports import Fetched
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
@@ -58,22 +58,18 @@ class FakeLog:
         """Read these streams from these offsets."""
         self.positions = dict(positions)
 
-    def poll(self, timeout: float, max_records: int) -> dict[str, list[FakeRecord]]:
-        """Up to `per_poll` records of every assigned stream."""
-        outside = {
-            s: p
-            for s, p in self.positions.items()
-            if not self.start[s] <= p <= len(self.streams[s])
-        }
-        if outside:
-            raise PositionOutOfRange(outside)
-        batches = {}
+    def poll(self, timeout: float, max_records: int) -> Fetched:
+        """Up to `per_poll` records of every assigned stream; those outside their log beside."""
+        batches, outside = {}, {}
         for stream, position in self.positions.items():
+            if not self.start[stream] <= position <= len(self.streams[stream]):
+                outside[stream] = position
+                continue
             records = self.streams[stream][position : position + self.per_poll]
             if records:
                 batches[stream] = records
                 self.positions[stream] = position + len(records)
-        return batches
+        return Fetched(batches, outside)
 
     def bounds(self, streams: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(start, end) of each stream."""

@@ -91,9 +91,9 @@ def test_status_table_lists_consumers_and_streams() -> None:
             {"name": "s1", "owner": None, "epoch": None},
         ],
     }
-    table = format_table(status)
+    table = format_table(status, wide=True)
     assert "1 consumers, 2 streams (1 claimed)" in table
-    assert any(line.split() == ["s1", "-", "-"] for line in table.splitlines())
+    assert any(line.split() == ["s1", "-", "unowned", "-"] for line in table.splitlines())
 
 
 def _member(tmp_path: Path, node: str, lines: list[tuple[float, str, list[str]]]) -> MemberProcess:
@@ -150,11 +150,11 @@ def test_status_table_shows_corrupt_streams_and_why() -> None:
             },
         ],
     }
-    lines = format_table(status).splitlines()
+    lines = format_table(status, wide=True).splitlines()
     assert "1 consumers, 2 streams (1 claimed, 1 corrupt)" in lines[0]
-    assert ["STREAM", "OWNER", "EPOCH", "SAFE_OFFSET"] in [line.split() for line in lines]
-    assert ["s0", "n1", "4", "7"] in [line.split() for line in lines]
-    assert ["s1", "corrupt", "-", "-"] in [line.split() for line in lines]
+    assert ["STREAM", "OWNER", "STATE", "EPOCH", "SAFE_OFFSET"] in [line.split() for line in lines]
+    assert ["s0", "n1", "owned", "4", "7"] in [line.split() for line in lines]
+    assert ["s1", "-", "corrupt", "-", "-"] in [line.split() for line in lines]
     assert lines[-1] == "s1: bad marker byte"
     assert "streams reset STREAM --from-offset N" in lines[-2]
 

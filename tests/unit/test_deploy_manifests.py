@@ -557,6 +557,8 @@ def test_command_line_is_accepted_by_the_real_cli(
 
     for variable in [v for v in os.environ if v.startswith("SESSIONIZER_")]:
         monkeypatch.delenv(variable)  # defaults must not come from this machine
+    if argv[0] == "node":  # the deployments name the processor in the environment
+        monkeypatch.setenv("SESSIONIZER_PROCESSOR", _configured_processor())
     expanded = [_kubernetes_expand(str(arg), defined) for arg in argv]
     unresolved = [arg for arg in expanded if "$(" in arg]
     assert not unresolved, f"{where}: undefined variable in {unresolved}"
@@ -693,7 +695,13 @@ def test_kustomize_build_with_kubectl() -> None:
     assert result.returncode == 0, result.stderr
     rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
     expected = {(doc["kind"], doc["metadata"]["name"]) for _, doc in _manifests()}
-    assert {(doc["kind"], doc["metadata"]["name"]) for doc in rendered} == expected
+    # The secret generator's Secrets, named with a hash of their content.
+    expected |= {("Secret", g["name"]) for g in _kustomization().get("secretGenerator", [])}
+    found = {
+        (kind, re.sub(r"-[a-z0-9]{10}$", "", name) if kind == "Secret" else name)
+        for kind, name in ((doc["kind"], doc["metadata"]["name"]) for doc in rendered)
+    }
+    assert found == expected
     namespace = _kustomization()["namespace"]
     for doc in rendered:
         if doc["kind"] != "Namespace":
@@ -760,18 +768,29 @@ DASHBOARD_MUST_QUERY = {
 }
 
 
+def _configured_processor() -> str:
+    """The nodes' SESSIONIZER_PROCESSOR: the ConfigMap's, and Compose's default, the same."""
+    processor = str(_one("ConfigMap", "sessionizer")["data"]["SESSIONIZER_PROCESSOR"])
+    compose = _compose()["services"]["node"]["environment"]["SESSIONIZER_PROCESSOR"]
+    assert _compose_default(compose) == processor, "both deployments run the same processor"
+    return processor
+
+
 def _node_args(argv: list[str]) -> argparse.Namespace:
-    """A node command line parsed by the real CLI, with no SESSIONIZER_* from this machine."""
+    """A node command line parsed by the real CLI, with no SESSIONIZER_* from this machine
+    (only the processor, which the deployments set in the environment)."""
     from framework.cli import build_parser
 
     expanded = [_kubernetes_expand(str(arg), {"POD_NAME": "pod-0"}) for arg in argv]
     saved = {k: v for k, v in os.environ.items() if k.startswith("SESSIONIZER_")}
     for name in saved:
         del os.environ[name]
+    os.environ["SESSIONIZER_PROCESSOR"] = _configured_processor()
     try:
         connection = ["--zk", "zk:2181", "--bootstrap", "kafka:9092", "--app", "sessionizer"]
         return build_parser().parse_args([*expanded, *connection])
     finally:
+        del os.environ["SESSIONIZER_PROCESSOR"]
         os.environ.update(saved)
 
 

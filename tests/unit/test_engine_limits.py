@@ -281,9 +281,9 @@ def test_defaults_bound_sessions_and_leads_to_a_day() -> None:
         def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
             return session
 
-    assert Timing.of(Plain) == Timing(30 * MINUTE, 0, DAY_MS, DAY_MS)
+    assert Timing.of(Plain) == Timing(30 * MINUTE, MINUTE, DAY_MS, DAY_MS)  # grace: 60 s
     off = type("Off", (Plain,), {"max_session_duration": None, "max_lead": None})
-    assert Timing.of(off) == Timing(30 * MINUTE, 0, None, None)
+    assert Timing.of(off) == Timing(30 * MINUTE, MINUTE, None, None)
 
 
 @pytest.mark.parametrize("example", [WebSessions, SshConnections])

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from framework.commands import node as node_command
-from framework.commands.options import common_parser
+from framework.commands.options import CommandParser, common_parser
 from framework.errors import ConfigError
 from framework.node.node import Node
 from router.generator import generate_fragments
@@ -95,7 +95,7 @@ def test_off_ignores_a_handover_an_earlier_owner_left(baseline: list[FinishedSes
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
+    parser = CommandParser()  # resolves the environment-backed defaults, as the CLI's does
     subparsers = parser.add_subparsers()
     node_command.add_parser(subparsers, common_parser())
     return parser.parse_args(["node", "--processor", "m:C", *argv])
@@ -116,6 +116,9 @@ def test_run_passes_the_switch_to_the_node(monkeypatch: pytest.MonkeyPatch) -> N
     built: list[Any] = []
     monkeypatch.setattr(node_command, "Node", lambda config: built.append(config) or config)
     monkeypatch.setattr(node_command, "run_until_signalled", lambda node: 0)
+    # No cluster here: the start-up checks against ZooKeeper are tested in test_cli_errors.
+    monkeypatch.setattr(node_command, "require_streams", lambda connection: None)
+    monkeypatch.setattr(node_command, "check_session_timeout", lambda connection, timeout: None)
     args = _parse(["--handover", "off", "--zk", "z:1", "--bootstrap", "k:1"])
     assert node_command.run(args) == 0
     assert built[0].handover is False

@@ -253,3 +253,44 @@ def test_policy_accepts_its_ranges(policy: lp.LoadPolicy) -> None:
 def test_policy_refuses_nonsense(settings_: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         lp.LoadPolicy(**settings_)  # type: ignore[arg-type]
+
+
+# Totality: whatever loads, move times and clock a view holds, `plan` returns a plan.
+
+_ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [9e307, 1.7976931348623157e308, -9e307, 1e12, 1e12 + 1, 5e-324]
+)
+
+
+def test_two_absurd_published_loads_do_not_crash_the_plan() -> None:
+    view = lp.LoadView(
+        members=["n1", "n2"],
+        streams=["a", "b", "c"],
+        owners={"a": "n1", "b": "n1"},
+        loads={"a": 9e307, "b": 9e307, "c": 4.0},
+    )
+    plan = lp.plan(view, lp.LoadPolicy())
+    assert set(plan.assignment) == {"a", "b", "c"}
+    # Out of range: unknown, so they count as the mean of the known loads.
+    assert plan.stream_loads == {"a": 4.0, "b": 4.0, "c": 4.0}
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), _ANY_FLOAT),
+    st.dictionaries(st.sampled_from("abcdefgh"), _ANY_FLOAT),
+    _ANY_FLOAT,
+    st.dictionaries(st.sampled_from("abcdefgh"), st.sampled_from(["n1", "n2", "gone"])),
+)
+def test_the_plan_is_total_for_any_floats(
+    loads: dict[str, float], moved_at: dict[str, float], now: float, owners: dict[str, str]
+) -> None:
+    streams = list("abcdefgh")
+    view = lp.LoadView(["n1", "n2", "n3"], streams, owners, loads, moved_at, now)
+    plan = lp.plan(view, POLICY)
+    placed = {s for s in streams if owners.get(s) != "gone"}
+    assert set(plan.assignment) == placed
+    assert all(
+        math.isfinite(v) and 0 <= v <= lp.MAX_STREAM_LOAD for v in plan.stream_loads.values()
+    )
+    assert all(math.isfinite(v) for v in plan.node_loads.values())

@@ -120,11 +120,12 @@ def test_status_table_shows_stream_and_node_loads() -> None:
             {"name": "s1", "owner": "n2", "epoch": 2, "load": None, "busy": None},
         ],
     }
-    lines = [line.split() for line in format_table(status).splitlines()]
+    lines = [line.split() for line in format_table(status, wide=True).splitlines()]
     assert ["balance:", "load"] in lines
     assert ["CONSUMER", "STREAMS", "LOAD"] in lines and ["n1", "1", "35.5"] in lines
-    assert ["STREAM", "OWNER", "EPOCH", "LOAD", "BUSY"] in lines
-    assert ["s0", "n1", "4", "35.5", "0.01"] in lines and ["s1", "n2", "2", "-", "-"] in lines
+    assert ["STREAM", "OWNER", "STATE", "EPOCH", "LOAD", "BUSY"] in lines
+    assert ["s0", "n1", "owned", "4", "35.5", "0.01"] in lines
+    assert ["s1", "n2", "owned", "2", "-", "-"] in lines
     unloaded = {**status, "node_loads": {}, "balance": None}
     assert ["CONSUMER", "STREAMS"] in [line.split() for line in format_table(unloaded).splitlines()]
 
@@ -148,3 +149,17 @@ def test_balancer_config_carries_the_load_policy() -> None:
     )
     with pytest.raises(ConfigError, match="tolerance"):
         BalancerConfig("zk:1", "shop", "n1", load_tolerance=1.5)
+
+
+def test_an_absurd_published_rate_is_no_measurement_and_the_plan_survives_it() -> None:
+    absurd = StreamLoad.decode(b'{"node":"n1","rate":9e307,"busy":0.5}')
+    assert absurd is not None and absurd.rate is None and absurd.busy is None
+    assert StreamLoad.decode(b'{"node":"n1","rate":1e999,"busy":0.5}') is None  # inf: not JSON
+    assert StreamLoad.decode(b'{"node":"n1","rate":5,"busy":0.5,"moved_at":1e300}') == StreamLoad(
+        5.0, 0.5, "n1", None
+    )
+
+
+def test_deeply_nested_data_is_not_a_load() -> None:
+    assert StreamLoad.decode(b"[" * 100_000) is None
+    assert StreamLoad.decode(b'{"rate":' + b"[" * 100_000) is None

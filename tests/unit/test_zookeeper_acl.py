@@ -194,7 +194,7 @@ def test_the_member_takes_zk_auth_from_its_option_or_the_environment(
 def test_status_table_says_whether_the_znodes_are_protected() -> None:
     status = {"app": "shop", "consumers": [], "streams": [], "auth": "open"}
     lines = format_table(status).splitlines()
-    assert lines[1] == "app shop: znodes open to anyone (created without ZooKeeper authentication)"
+    assert lines[1] == "app shop: znodes open to anyone (created without --zk-auth)"
     assert "znodes protected (digest)" in auth_line("shop", "digest")
     del status["auth"]
     assert not any("znodes" in line for line in format_table(status).splitlines())

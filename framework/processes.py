@@ -1,0 +1,117 @@
+"""Named child processes with JSON-lines logs, always reaped: the demo's nodes, and the tests'.
+
+A `ProcessGroup` starts commands (each a `MemberProcess` with its log file) and
+kills and reaps every one still running when it closes. Product code (the demo)
+and test support (`framework.testing`) both build on it; it imports nothing
+of the test support.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = ["MemberProcess", "ProcessGroup"]
+
+
+@dataclass
+class MemberProcess:
+    """One child process (a node or a balancer member) and its JSON-lines log."""
+
+    node: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Parsed log lines so far (only those with event `name`, if given)."""
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        parsed = []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by kill -9
+            if name is None or event.get("event") == name:
+                parsed.append(event)
+        return parsed
+
+    def assignment(self) -> set[str] | None:
+        """The streams of the last `assignment` line, or None before the first."""
+        lines = self.events("assignment")
+        return set(lines[-1]["streams"]) if lines else None
+
+    def send(self, signum: int) -> None:
+        """Send a signal if the process still runs."""
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for exit; return the exit code."""
+        return self.process.wait(timeout=timeout)
+
+
+class ProcessGroup:
+    """Named processes of one run; on exit every one still running is killed.
+
+    Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
+    `<directory>/<name>.<n>.jsonl`; the child imports this installation's packages
+    however the parent was started, and gets `env` on top of the parent's
+    environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on the
+    command line, which anyone on the machine can read).
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.members: dict[str, MemberProcess] = {}
+
+    def spawn(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        log_stderr: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> MemberProcess:
+        """Start `command` as member `name`."""
+        log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
+        with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
+            stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
+            child_env = {**_child_env(), **(env or {})}
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=child_env)
+        member = MemberProcess(name, process, log_path)
+        self.members[name] = member
+        return member
+
+    def running(self) -> list[str]:
+        """Names of the members whose process still runs."""
+        return [n for n, m in self.members.items() if m.process.poll() is None]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill (SIGCONT first, in case one is stopped) and reap every member."""
+        for member in self.members.values():
+            member.send(signal.SIGCONT)
+            member.send(signal.SIGKILL)
+        for member in self.members.values():
+            member.process.wait()
+
+
+def _child_env() -> dict[str, str]:
+    # The directory holding the `framework` package: a checkout, or site-packages.
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{path}" if path else root}

@@ -1,0 +1,101 @@
+"""`produce` with the wrong --format: refused in one line that names the formats that fit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+import router.ingest as ingest
+import router.producer as producer_module
+from framework.errors import SessionizerError
+from framework.testing.cli import DATA
+from router.ingest import produce_lines
+from router.producer import ProducerConfig, StreamProducer
+
+ACCESS_LOG = DATA / "apache_logs"
+AUTH_LOG = DATA / "auth.log"
+
+
+@dataclass
+class SentRecords:
+    """A transport that keeps what it is given (no Kafka)."""
+
+    records: list[bytes] = field(default_factory=list)
+
+    def prepare(self, *, verify: bool) -> None:
+        pass
+
+    def send(
+        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
+    ) -> None:
+        self.records.append(value)
+
+    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
+        return 0, []
+
+    def close(self, timeout: float | None = None) -> None:
+        pass
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[SentRecords]:
+    fake = SentRecords()
+    monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
+    yield fake
+
+
+@pytest.fixture(autouse=True)
+def _debug_logging() -> Iterator[None]:
+    """Debug events reach `capture_logs`, whatever an earlier test configured."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    yield
+    structlog.configure(**saved)
+
+
+def _lines(path: object, count: int) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as handle:  # type: ignore[call-overload]
+        return [next(handle) for _ in range(count)]
+
+
+def test_an_access_log_read_as_sshd_is_refused_naming_apache(sent: SentRecords) -> None:
+    producer = StreamProducer(ProducerConfig("b:1", "app", 4))
+    with capture_logs() as logs, pytest.raises(SessionizerError) as refused:
+        produce_lines(producer, _lines(ACCESS_LOG, 500), "sshd", end_of_input=True)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("none of the 500 lines parsed as sshd (unparseable=500)")
+    assert "--format apache" in message
+    assert sent.records == []  # not even the end-of-input watermark
+    # Each line at debug, one summary per reason at info.
+    assert [e["log_level"] for e in logs if e["event"] == "line_rejected"] == ["debug"] * 500
+    summary = [e for e in logs if e["event"] == "lines_rejected"]
+    assert [(e["log_level"], e["reason"], e["lines"]) for e in summary] == [
+        ("info", "unparseable", 500)
+    ]
+
+
+def test_a_partly_parsed_input_is_no_error(sent: SentRecords) -> None:
+    producer = StreamProducer(ProducerConfig("b:1", "app", 4))
+    lines = [*_lines(ACCESS_LOG, 5), "garbage\n"]
+    stats = produce_lines(producer, lines, "apache", end_of_input=True)
+    assert (stats.parsed, stats.rejected) == (5, 1)
+    assert len(sent.records) > 5  # the fragments and the end-of-input watermarks
+
+
+def test_no_suggestion_when_no_built_in_format_fits(sent: SentRecords) -> None:
+    producer = StreamProducer(ProducerConfig("b:1", "app", 4))
+    with pytest.raises(SessionizerError, match=r"check --format \(docs/routing.md\)"):
+        produce_lines(producer, ["nothing\n", "at all\n"], "apache")
+
+
+def test_formats_that_parse_the_first_lines() -> None:
+    assert ingest.formats_that_parse(_lines(ACCESS_LOG, 20)) == ["apache"]
+    assert ingest.formats_that_parse(_lines(AUTH_LOG, 50))[0] == "sshd"
+    assert ingest.formats_that_parse(['{"key": "k", "ts": 1000}']) == ["jsonl"]
+    assert ingest.formats_that_parse(["no format at all"]) == []
