@@ -50,13 +50,9 @@ RESERVED_PROPERTIES = frozenset(
 def read_kafka_properties(path: str | Path) -> dict[str, str]:
     """Read a client properties file; a missing file or a malformed line is a clear error."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"--kafka-config {file}: cannot read it ({exc.strerror or exc}); "
-            "pass a properties file or unset SESSIONIZER_KAFKA_CONFIG"
-        ) from exc
+    text = _read_text(
+        file, "--kafka-config ", "pass a properties file or unset SESSIONIZER_KAFKA_CONFIG"
+    )
     properties: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -116,13 +112,11 @@ def read_zk_auth(value: str | None) -> str | None:
     if not value or not value.startswith("@"):
         return value or None
     file = Path(value[1:])
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"--zk-auth @{file}: cannot read it ({exc.strerror or exc}); pass "
-            "SCHEME:CREDENTIALS or @FILE of a readable file (env SESSIONIZER_ZK_AUTH)"
-        ) from exc
+    text = _read_text(
+        file,
+        "--zk-auth @",
+        "pass SCHEME:CREDENTIALS or @FILE of a readable file (env SESSIONIZER_ZK_AUTH)",
+    )
     lines = [line.strip() for line in text.splitlines()]
     identities = [line for line in lines if line and not line.startswith("#")]
     if len(identities) > 1:
@@ -141,3 +135,13 @@ def parse_zk_auth(value: str) -> tuple[str, str]:
     if scheme == "digest" and ":" not in credentials:
         raise ConfigError("--zk-auth digest credentials must be user:password")
     return scheme, credentials
+
+
+def _read_text(file: Path, flag: str, remedy: str) -> str:
+    """The text of a settings file named by `flag`; unreadable is a `ConfigError` naming it."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag}{file}: cannot read it ({exc.strerror or exc}); {remedy}"
+        ) from exc

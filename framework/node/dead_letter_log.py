@@ -110,34 +110,41 @@ class DeadLetterLog:
         if counters.fragments < MIN_FRAGMENTS or task.stream in self._share_warned:
             return
         late_share = counters.late / counters.fragments
-        if late_share > self._warn_share:
-            self._share_warned.add(task.stream)
-            self._log.warning(
-                "dead_letter_share",
-                stream=task.stream,
-                kind="late",
-                share=round(late_share, 4),
-                late=counters.late,
-                fragments=counters.fragments,
-                grace_s=task.engine.timing.grace_ms / 1000,
-                note="more fragments arrive later than the processor's `grace` allows: raise "
-                "`grace` to cover how far out of order the input is (docs/deadletters.md)",
-            )
-            return
         dead_share = task.dead_letters / counters.fragments
-        if dead_share > self._warn_share:
-            self._share_warned.add(task.stream)
-            self._log.warning(
-                "dead_letter_share",
-                stream=task.stream,
-                kind="all",
-                share=round(dead_share, 4),
-                dead_letters=task.dead_letters,
-                fragments=counters.fragments,
-                grace_s=task.engine.timing.grace_ms / 1000,
-                note="a large share of the stream is dead-lettered: see `sessionizer deadletters "
-                "--stream` for the reasons (late ones: raise `grace`; hook:*: fix the processor)",
+        if late_share > self._warn_share:
+            self._warn_share_of(
+                task,
+                "late",
+                late_share,
+                "more fragments arrive later than the processor's `grace` allows: raise "
+                "`grace` to cover how far out of order the input is (docs/deadletters.md)",
+                late=counters.late,
             )
+        elif dead_share > self._warn_share:
+            self._warn_share_of(
+                task,
+                "all",
+                dead_share,
+                "a large share of the stream is dead-lettered: see `sessionizer deadletters "
+                "--stream` for the reasons (late ones: raise `grace`; hook:*: fix the processor)",
+                dead_letters=task.dead_letters,
+            )
+
+    def _warn_share_of(
+        self, task: StreamTask, kind: str, share: float, note: str, **count: int
+    ) -> None:
+        """Warn once per stream that `share` of its fragments are late (`kind`) or dead."""
+        self._share_warned.add(task.stream)
+        self._log.warning(
+            "dead_letter_share",
+            stream=task.stream,
+            kind=kind,
+            share=round(share, 4),
+            **count,
+            fragments=task.engine.counters.fragments,
+            grace_s=task.engine.timing.grace_ms / 1000,
+            note=note,
+        )
 
 
 def _reason_class(reason: str) -> str:

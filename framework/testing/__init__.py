@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from kazoo.client import KazooClient
 
 from framework.cluster import LocalCluster
 
@@ -108,6 +109,16 @@ def zk_hosts(sessionizer_servers: Servers) -> str:
 def kafka_bootstrap(sessionizer_servers: Servers) -> str:
     """Kafka bootstrap servers."""
     return sessionizer_servers.bootstrap
+
+
+@pytest.fixture
+def zk(zk_hosts: str) -> Iterator[KazooClient]:
+    """A started kazoo client of the test servers' ZooKeeper, stopped after the test."""
+    client = KazooClient(hosts=zk_hosts, timeout=10.0)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture

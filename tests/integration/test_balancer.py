@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -56,15 +56,6 @@ SESSION_TIMEOUT = 4.0
 # Generous upper bounds, only there so a broken build fails instead of hanging.
 SETTLE = 45.0
 WATCH = ("--watch", "--json")
-
-
-@pytest.fixture
-def zk(zk_hosts: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_hosts, timeout=10.0)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
 
 
 def settle(

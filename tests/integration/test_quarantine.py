@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -42,15 +42,6 @@ SETTLE = 45.0
 # Not msgpack behind a known marker byte, not JSON: what a disk or a hand edit might leave.
 GARBAGE = b"\x07\x9c\xff\x00 not a state record \x01\xfe"
 REASON = "cannot decode: unknown marker byte 0x07"
-
-
-@pytest.fixture
-def zk(zk_hosts: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_hosts, timeout=10.0)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
 
 
 def settle(

@@ -7,8 +7,6 @@ state record and the log after its safe offset), and says so in its JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
@@ -34,15 +32,6 @@ LOG = [
     Watermark(25_000, end=True, offset=6, producer="a"),
     Watermark(30_000, offset=7, producer="b"),
 ]
-
-
-@pytest.fixture
-def zk(zk_hosts: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_hosts, timeout=10.0)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
 
 
 def _write(bootstrap: str, topic: str) -> None:
