@@ -16,7 +16,7 @@ from balancer.errors import (
 )
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from balancer.paths import DEFAULT_NAMESPACE, AppPaths
+from framework.kernel.paths import DEFAULT_NAMESPACE, AppPaths
 
 __all__ = [
     "DEFAULT_NAMESPACE",

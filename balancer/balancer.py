@@ -38,7 +38,7 @@ from balancer.machine import (
     StateMachine,
 )
 from balancer.quarantine import Outcome
-from framework.zookeeper import check_access, new_client, refused
+from framework.kernel.zookeeper import check_access, new_client, refused
 
 __all__ = ["Balancer"]
 
@@ -126,7 +126,7 @@ class Balancer:
     def start(self) -> None:
         """Connect (if we own the client), create the layout, check access, start joining.
 
-        Raises `framework.zookeeper.ZooKeeperAccessError` (a `ConfigError`) at once
+        Raises `framework.kernel.zookeeper.ZooKeeperAccessError` (a `ConfigError`) at once
         if the app's znodes belong to another ZooKeeper identity (wrong or missing
         --zk-auth), rather than retrying a join that can never succeed.
         """

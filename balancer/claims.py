@@ -20,9 +20,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from balancer.fencing import StreamLease
-from balancer.paths import AppPaths
-from framework.safe_json import loads_object
-from framework.zookeeper import ensure_app
+from framework.kernel.paths import AppPaths
+from framework.kernel.safe_json import loads_object
+from framework.kernel.zookeeper import ensure_app
 
 __all__ = [
     "claim_slot",
@@ -50,7 +50,7 @@ def encode(value: dict[str, Any]) -> bytes:
 
 def decode(data: bytes | None) -> dict[str, Any]:
     """Decode znode data written by `encode`; anything else reads as empty (never raises:
-    `framework.safe_json` bounds its size, depth and numbers)."""
+    `framework.kernel.safe_json` bounds its size, depth and numbers)."""
     value = loads_object(data)
     return {} if value is None else value
 
@@ -68,7 +68,7 @@ def member_info(capacity: int | None) -> dict[str, Any]:
 def ensure_layout(client: KazooClient, paths: AppPaths) -> None:
     """Create the parent znodes the balancer uses, if missing, with the client's ACL.
 
-    Raises `framework.zookeeper.ZooKeeperAccessError` if the app's znodes belong
+    Raises `framework.kernel.zookeeper.ZooKeeperAccessError` if the app's znodes belong
     to another identity (NoAuth).
     """
     ensure_app(client, paths, paths.parents)

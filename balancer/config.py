@@ -8,9 +8,9 @@ from typing import Literal, Protocol
 
 from balancer.fencing import StreamLease
 from balancer.load_plan import LoadPolicy
-from balancer.paths import DEFAULT_NAMESPACE, AppPaths
-from framework.client_settings import parse_zk_auth
-from framework.errors import ConfigError
+from framework.kernel.client_settings import parse_zk_auth
+from framework.kernel.errors import ConfigError
+from framework.kernel.paths import DEFAULT_NAMESPACE, AppPaths
 
 __all__ = [
     "BALANCE_POLICIES",

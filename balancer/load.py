@@ -23,9 +23,9 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from balancer import claims
 from balancer.load_plan import MAX_STREAM_LOAD, LoadView
-from balancer.paths import AppPaths
-from framework.limits import MAX_EVENT_TIME_MS
-from framework.safe_json import loads_object
+from framework.kernel.limits import MAX_EVENT_TIME_MS
+from framework.kernel.paths import AppPaths
+from framework.kernel.safe_json import loads_object
 
 __all__ = [
     "MAX_BUSY",

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from balancer import claims
-from balancer.paths import AppPaths
+from framework.kernel.paths import AppPaths
 
 __all__ = ["MAX_REASON_CHARS", "Outcome", "clear", "mark", "marker", "names", "read_all"]
 

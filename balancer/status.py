@@ -5,7 +5,7 @@ The shape is the `status --json` contract (DESIGN section 11):
 each stream row also has `"corrupt"`: the reason its state is quarantined, or None.
 `sessionizer status` adds a top-level `"auth"`: `"open"` for an app whose
 znodes anyone may read and write, else the scheme of the identity they belong
-to (`"digest"`), from the app root's ACL (`framework.zookeeper.root_acl_kind`);
+to (`"digest"`), from the app root's ACL (`framework.kernel.zookeeper.root_acl_kind`);
 the table then says so on its second line (`auth_line`).
 Each stream row also has `"load"` (fragments/s) and `"busy"` (processing s/s),
 as its owner last published them to `stream_load/<stream>` (None before any);
@@ -38,8 +38,8 @@ from kazoo.exceptions import NoNodeError
 from balancer import claims, quarantine
 from balancer.load import StreamLoad, read_loads
 from balancer.load_plan import effective_loads, node_loads
-from balancer.paths import AppPaths
-from framework.zookeeper import OPEN
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import OPEN
 
 __all__ = [
     "TABLE_WIDTH",

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from balancer.paths import AppPaths
 from framework.cluster import LocalCluster
+from framework.kernel.paths import AppPaths
 from framework.testing.members import MemberGroup, balanced, provision_streams, stream_names
 
 __all__ = ["main"]

@@ -18,8 +18,8 @@ import json
 import os
 import time
 
+from framework.kernel.transport import Transport
 from framework.progress import end_offsets
-from framework.transport import Transport
 
 __all__ = ["main", "read_confluent", "read_kafka_python"]
 

@@ -119,7 +119,8 @@ def _records(plan: list[ParsedFragment | Watermark], engines: Engines) -> list[A
 
 def _watermark(engines: Engines, offset: int, item: Watermark) -> Any:
     """The engine's watermark at `offset`, by keyword: older versions took the offset
-    first and named the flag `end_of_input`; `framework.watermark.Watermark` names it `end`."""
+    first and named the flag `end_of_input`; `framework.kernel.watermark.Watermark` names it
+    `end`."""
     try:
         return engines.watermark(offset=offset, timestamp_ms=item.timestamp_ms, end=item.end)
     except TypeError:

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import print_table, progress, servers, write_json
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import claims_by_owner, wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer

@@ -65,14 +65,14 @@ from benchmarks.move_events import event_time, medians, move_figures, resumed_si
 from benchmarks.nodes_vs_bare import WEBLOG, new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.progress import end_offsets
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import claims_by_owner
 from framework.testing.nodes import NodeGroup, streams_of
 from framework.verify import verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.producer import ProducerConfig, StreamProducer
 

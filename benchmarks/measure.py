@@ -34,11 +34,11 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from benchmarks.common import progress, write_json
 from framework.cluster import LocalCluster
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.logging import configure_logging
 from framework.provision import provision_streams
 from framework.testing.members import balanced
-from framework.zookeeper import zookeeper_client
 from state.record import StreamState
 
 __all__ = [

@@ -27,12 +27,12 @@ from kafka import KafkaConsumer, TopicPartition
 
 from benchmarks.common import print_table, progress, servers, write_json
 from benchmarks.measure import reset_app
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.progress import end_offsets
 from framework.provision import provision_streams
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, caught_up, streams_of
-from framework.zookeeper import zookeeper_client
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer

@@ -6,7 +6,7 @@
 
 Each workload is produced once (`StreamProducer`, end-of-input watermark) to
 its own app.  Then, on those same topics, for each Kafka client (the
-`--kafka-client` of framework/transport.py) and each node count N:
+`--kafka-client` of framework/kernel/transport.py) and each node count N:
 
 - bare: N `benchmarks.bare_reader --kafka-client CLIENT` processes, each
   assigned every N-th stream, started together, reading from offset 0 to the
@@ -62,10 +62,10 @@ from benchmarks.measure import (
 )
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.transport import Transport
 from framework.progress import end_offsets
 from framework.testing.nodes import NodeGroup, streams_of
-from framework.transport import Transport
 from framework.verify import verify_sessions
 from router.naming import sessions_topic
 

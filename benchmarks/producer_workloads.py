@@ -70,10 +70,10 @@ from benchmarks.measure import (
 from benchmarks.nodes_vs_bare import new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
+from framework.kernel.transport import Transport
 from framework.progress import end_offsets
 from framework.provision import provision_streams
 from framework.testing.nodes import streams_of
-from framework.transport import Transport
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name

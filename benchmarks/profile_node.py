@@ -42,7 +42,7 @@ from benchmarks.measure import BenchCluster, bench_cluster, delete_app, load_ave
 from benchmarks.nodes_vs_bare import CLIENTS, new_connection, run_nodes
 from benchmarks.tables import show
 from benchmarks.workload import load, produce
-from framework.transport import Transport
+from framework.kernel.transport import Transport
 
 __all__ = ["CATEGORIES", "Profile", "classify", "main", "parse_raw", "summarise"]
 

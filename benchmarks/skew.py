@@ -52,13 +52,13 @@ from benchmarks.move_events import event_time, imbalance, mean_loads, released_s
 from benchmarks.nodes_vs_bare import WEBLOG, new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.nodes import NodeGroup, caught_up, streams_of
 from framework.testing.traffic import SteadyTraffic, skewed
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from sessionizer.examples.weblog import WebSessions

@@ -38,7 +38,7 @@ from itertools import islice
 from pathlib import Path
 
 from benchmarks.common import print_table, progress
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.verify import expected_sessions
 from router.formats import parse_file

@@ -1,6 +1,6 @@
 """Public API: subclass `StreamProcessor`, run nodes.
 
-Names are resolved lazily so that importing `framework.errors` from the other
+Names are resolved lazily so that importing `framework.kernel.errors` from the other
 packages never drags in the node runtime (and so that import has no side
 effects but one: the filters of kafka-python's import-time DeprecationWarnings,
 `framework.kafka_warnings`, installed here because every module that imports
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from framework.kafka_warnings import ignore_kafka_import_warnings
 
 if TYPE_CHECKING:  # what a type checker sees; at run time the names load lazily (below)
-    from framework.config import ConnectionConfig
-    from framework.errors import SessionizerError
+    from framework.kernel.config import ConnectionConfig
+    from framework.kernel.errors import SessionizerError
     from framework.node.config import NodeConfig
     from framework.node.node import Node
     from sessionizer.processor import StreamProcessor
@@ -26,10 +26,10 @@ __all__ = ["ConnectionConfig", "Node", "NodeConfig", "SessionizerError", "Stream
 ignore_kafka_import_warnings()
 
 _EXPORTS = {
-    "ConnectionConfig": "framework.config",
+    "ConnectionConfig": "framework.kernel.config",
     "Node": "framework.node.node",
     "NodeConfig": "framework.node.config",
-    "SessionizerError": "framework.errors",
+    "SessionizerError": "framework.kernel.errors",
     "StreamProcessor": "sessionizer.processor",
 }
 

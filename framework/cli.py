@@ -13,9 +13,9 @@ import setproctitle
 from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 
-from framework.client_settings import hide_secret_arguments
 from framework.commands.options import CommandParser, common_parser
-from framework.errors import SessionizerError
+from framework.kernel.client_settings import hide_secret_arguments
+from framework.kernel.errors import SessionizerError
 from framework.logging import configure_logging
 
 __all__ = ["EXIT_BROKEN_PIPE", "build_parser", "main", "package_version"]

@@ -23,8 +23,8 @@ from typing import Any, Final
 from kafka import TopicPartition
 from kafka.errors import KafkaError
 
-from framework.errors import SessionizerError
-from framework.kafka_settings import assigned_consumer
+from framework.kernel.errors import SessionizerError
+from framework.kernel.kafka_settings import assigned_consumer
 from router.errors import UndecodableRecord
 from router.naming import deadletter_topic
 from router.wire import decode_parts

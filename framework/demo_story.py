@@ -22,15 +22,15 @@ from kazoo.client import KazooClient
 from balancer.status import format_table, snapshot
 from framework.cluster import LocalCluster, wait_until
 from framework.cluster.artifacts import artifacts_cached, resolve_artifacts
-from framework.config import ConnectionConfig
-from framework.errors import SessionizerError
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import SessionizerError
+from framework.kernel.transport import KafkaClient
+from framework.kernel.zookeeper import zookeeper_client
 from framework.local_nodes import NodeGroup, claims_by_owner, settled, streams_of
 from framework.progress import state_columns
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
-from framework.transport import KafkaClient
 from framework.verify import Verification, expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.formats import FormatSpec, parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments

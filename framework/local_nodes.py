@@ -16,9 +16,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from balancer import claims
-from balancer.paths import AppPaths
 from framework.cluster.netns import exec_prefix
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.paths import AppPaths
 from framework.processes import MemberProcess, ProcessGroup
 from framework.progress import end_offsets, read_states
 from router.naming import stream_name

@@ -3,7 +3,7 @@
 The project logs through structlog. The libraries log through the standard
 library: kazoo, kafka-python, py4j, warnings (`logging.captureWarnings`), and
 librdkafka through the `logger` every confluent-kafka client is given
-(`framework.kafka_settings.librdkafka_logger`). One handler renders their
+(`framework.kernel.kafka_settings.librdkafka_logger`). One handler renders their
 records with the same renderer (`structlog.stdlib.ProcessorFormatter`), so a
 JSON log stream stays JSON, one object a line. Libraries log from warning up
 (from error up with level `error`).
@@ -28,8 +28,8 @@ from typing import Generic, TextIO, TypeVar
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from framework.errors import ConfigError
-from framework.kafka_settings import LIBRDKAFKA_LOGGER
+from framework.kernel.errors import ConfigError
+from framework.kernel.kafka_settings import LIBRDKAFKA_LOGGER
 
 __all__ = [
     "LOG_FORMATS",

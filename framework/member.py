@@ -39,8 +39,8 @@ from balancer.config import BalancerConfig, NoopListener
 from balancer.errors import MembershipLost, StreamFenced
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from balancer.paths import DEFAULT_NAMESPACE
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
+from framework.kernel.paths import DEFAULT_NAMESPACE
 from state.errors import CommitUncertainError, CorruptStateError, FencedError, StateError
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords

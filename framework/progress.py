@@ -10,10 +10,10 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from balancer.paths import AppPaths
-from framework.config import ConnectionConfig
 from framework.dead_letters import DeadLetterCounts
-from framework.kafka_settings import assigned_consumer
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.kafka_settings import assigned_consumer
+from framework.kernel.paths import AppPaths
 from state.errors import CorruptStateError
 from state.record import StreamState
 

@@ -9,12 +9,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from balancer import quarantine
-from balancer.paths import AppPaths
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import app_client, ensure_app
 from framework.progress import end_offsets
 from framework.reset_producers import producers_at
-from framework.zookeeper import app_client, ensure_app
 from router.provisioning import TopicPlan, create_stream_topics
 from router.registry import check_stream_count, register_streams
 from sessionizer.producer_clocks import LiveProducers
@@ -34,7 +34,7 @@ def provision_streams(connection: ConnectionConfig, count: int, replication: int
     The recorded count is checked before Kafka is touched, so a mismatch changes
     nothing; the registry is written last, so a node never sees a stream whose
     topic does not exist.  With `connection.zk_auth` every znode created gets
-    that identity's ACL (`framework.zookeeper.app_acl`); an app protected by
+    that identity's ACL (`framework.kernel.zookeeper.app_acl`); an app protected by
     another identity fails with `ZooKeeperAccessError` before Kafka is touched.
     """
     plan = TopicPlan(connection.app, count, replication)

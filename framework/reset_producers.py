@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from framework.errors import ConfigError
-from framework.kafka_settings import assigned_consumer
-from framework.watermark import Watermark
+from framework.kernel.errors import ConfigError
+from framework.kernel.kafka_settings import assigned_consumer
+from framework.kernel.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.wire import decode_parts
 from sessionizer.hooks import valid_time

@@ -14,9 +14,9 @@ from typing import Any
 
 from kazoo.handlers.threading import KazooTimeoutError
 
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
-from framework.zookeeper import new_client
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.zookeeper import new_client
 
 __all__ = ["check_session_timeout", "granted_session_timeout"]
 

@@ -4,7 +4,6 @@ The hash and naming rules are a cross-language contract, documented in docs/rout
 """
 
 from router.errors import (
-    InvalidAppName,
     MalformedLine,
     MalformedReason,
     RouterError,
@@ -20,7 +19,6 @@ from router.naming import (
     sessions_topic,
     stream_index,
     stream_name,
-    validate_app,
 )
 
 # One name per line, sorted (ruff RUF022), so adding the producer's names is a local edit.
@@ -28,7 +26,6 @@ __all__ = [
     "DEFAULT_SYSLOG_YEAR",
     "FORMATS",
     "Format",
-    "InvalidAppName",
     "MalformedLine",
     "MalformedReason",
     "ParsedFragment",
@@ -45,5 +42,4 @@ __all__ = [
     "stream_for_key",
     "stream_index",
     "stream_name",
-    "validate_app",
 ]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from framework.kafka_settings import librdkafka_logger
+from framework.kernel.kafka_settings import librdkafka_logger
 from router.errors import ProduceFailed, ProvisioningError
 from router.producer_transport import Headers, check_stream_count
 

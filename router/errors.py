@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias, get_args
 
-from framework.errors import ConfigError, SessionizerError
+from framework.kernel.errors import ConfigError, SessionizerError
 
 __all__ = [
     "BUILTIN_REASONS",
     "BuiltinReason",
     "FormatError",
-    "InvalidAppName",
     "MalformedLine",
     "MalformedReason",
     "NothingParsed",
@@ -111,18 +110,6 @@ class StreamsNotCreated(RouterError, ConfigError):
     def __init__(self, app: str) -> None:
         self.app = app
         super().__init__(f"app {app!r} has no streams; run `sessionizer streams create --count N`")
-
-
-class InvalidAppName(RouterError, ConfigError):
-    """The app name cannot be used in Kafka topic names and ZooKeeper paths."""
-
-    def __init__(self, app: str, problem: str) -> None:
-        self.app = app
-        self.problem = problem
-        super().__init__(
-            f"invalid app name {app!r}: {problem}; use 1-200 characters from "
-            "[A-Za-z0-9._-] (set --app or SESSIONIZER_APP)"
-        )
 
 
 class NothingParsed(RouterError, ConfigError):

@@ -1,42 +1,19 @@
-"""Names of an app's Kafka topics, and validation of the app name they are built from."""
+"""Names of an app's Kafka topics (the app name itself is validated by `framework.kernel.names`)."""
 
 from __future__ import annotations
 
 import re
 
-from router.errors import InvalidAppName
+from framework.kernel.names import validate_app
 
 __all__ = [
-    "MAX_APP_LENGTH",
     "deadletter_topic",
     "sessions_topic",
     "stream_index",
     "stream_name",
-    "validate_app",
 ]
 
-# Kafka topic names are at most 249 characters; 200 leaves room for ".stream.NNNN" and
-# ".deadletter" with any realistic stream count.
-MAX_APP_LENGTH = 200
-# Legal in Kafka topic names, and none of them is special in a ZooKeeper path segment.
-_APP_RE = re.compile(r"[A-Za-z0-9._-]+")
 _STREAM_RE = re.compile(r"(?P<app>[A-Za-z0-9._-]+)\.stream\.(?P<index>[0-9]{4,})")
-
-
-def validate_app(app: str) -> str:
-    """Return the app name unchanged, or raise `InvalidAppName` saying what is wrong."""
-    if not app:
-        raise InvalidAppName(app, "it is empty")
-    if len(app) > MAX_APP_LENGTH:
-        raise InvalidAppName(app, f"it is longer than {MAX_APP_LENGTH} characters")
-    if not _APP_RE.fullmatch(app):
-        raise InvalidAppName(
-            app, "it contains characters other than letters, digits, '.', '_', '-'"
-        )
-    if app in (".", ".."):
-        # Both are reserved as ZooKeeper path segments (and as Kafka topic names).
-        raise InvalidAppName(app, "'.' and '..' are reserved")
-    return app
 
 
 def stream_name(app: str, index: int) -> str:

@@ -23,10 +23,10 @@ from typing import Literal, NamedTuple
 import structlog
 from kafka import KafkaProducer
 
-from framework.kafka_settings import kafka_python_settings
-from framework.limits import MAX_EVENT_TIME_MS
-from framework.transport import KAFKA_CLIENTS, KafkaClient
-from framework.watermark import JOINED, LEFT, Marker
+from framework.kernel.kafka_settings import kafka_python_settings
+from framework.kernel.limits import MAX_EVENT_TIME_MS
+from framework.kernel.transport import KAFKA_CLIENTS, KafkaClient
+from framework.kernel.watermark import JOINED, LEFT, Marker
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key

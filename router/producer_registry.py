@@ -33,9 +33,9 @@ import structlog
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from balancer.paths import AppPaths
-from framework.errors import ConfigError
-from framework.safe_json import loads_object
+from framework.kernel.errors import ConfigError
+from framework.kernel.paths import AppPaths
+from framework.kernel.safe_json import loads_object
 from router.errors import RouterError
 
 __all__ = [

@@ -65,7 +65,7 @@ class ProducerTransport(Protocol):
 
 def open_transport(config: ProducerConfig, topics: Sequence[str]) -> ProducerTransport:
     """The transport `config.transport` resolves to (`auto`: confluent-kafka when installed)."""
-    from framework.transport import resolve_transport
+    from framework.kernel.transport import resolve_transport
 
     if resolve_transport(config.transport) == "confluent":
         from router.confluent_producer import ConfluentTransport

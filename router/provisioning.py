@@ -10,7 +10,7 @@ import structlog
 from kafka import KafkaAdminClient
 from kafka.errors import InvalidReplicationFactorError, KafkaError, TopicAlreadyExistsError
 
-from framework.kafka_settings import kafka_python_config
+from framework.kernel.kafka_settings import kafka_python_config
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 

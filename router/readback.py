@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka import TopicPartition
 
-from framework.kafka_settings import assigned_consumer
+from framework.kernel.kafka_settings import assigned_consumer
 from router.errors import RouterError
 
 __all__ = ["read_topics"]

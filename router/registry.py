@@ -2,9 +2,9 @@
 
 The count lives in the data of the `active_streams` znode itself, so the list
 of streams and their number change together in one transaction.  Callers pass
-that znode's path (`balancer.paths.AppPaths.active_streams`): the layout is
+that znode's path (`framework.kernel.paths.AppPaths.active_streams`): the layout is
 defined in one place only.  Every znode is created with the client's
-`default_acl` (with --zk-auth: that identity only, `framework.zookeeper.app_acl`).
+`default_acl` (with --zk-auth: that identity only, `framework.kernel.zookeeper.app_acl`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError
 
-from framework.safe_json import loads_object
-from framework.zookeeper import app_client
+from framework.kernel.safe_json import loads_object
+from framework.kernel.zookeeper import app_client
 from router.errors import ProvisioningError, StreamCountMismatch, StreamsNotCreated
 
 if TYPE_CHECKING:
-    from framework.config import ConnectionConfig
+    from framework.kernel.config import ConnectionConfig
 
 __all__ = [
     "app_stream_count",

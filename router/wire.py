@@ -13,7 +13,7 @@
   non-empty string of at most `MAX_PRODUCER_ID_BYTES` UTF-8 bytes) and, for a
   marker, `"marker": "joined" | "left"` (which needs a producer).
 
-`Watermark` is `framework.watermark.Watermark`, the one watermark type the engine
+`Watermark` is `framework.kernel.watermark.Watermark`, the one watermark type the engine
 consumes too (a decoded one carries the record's offset when given one).
 
 Decoding is total: `decode_record` returns a `ParsedFragment` or a `Watermark`, or
@@ -30,8 +30,8 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
-from framework.watermark import MARKERS, MAX_PRODUCER_ID_BYTES, Watermark
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.watermark import MARKERS, MAX_PRODUCER_ID_BYTES, Watermark
 from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from framework.kafka_settings import librdkafka_logger
+from framework.kernel.kafka_settings import librdkafka_logger
 from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import (

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import msgpack
 
-from framework.watermark import Watermark as AnyWatermark
+from framework.kernel.watermark import Watermark as AnyWatermark
 from sessionizer.engine import SessionEngine, _Parked
 from sessionizer.errors import SessionError
 from sessionizer.handover_check import engine_problem

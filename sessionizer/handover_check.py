@@ -11,7 +11,7 @@ state record the new owner loaded is refused (the stream replays):
 
 - every field has its type, and every number its range: offsets of what is
   still open in [safe offset, committed offset) of the state record, event
-  times in `framework.limits`' range, keys and producer ids within their sizes;
+  times in `framework.kernel.limits`' range, keys and producer ids within their sizes;
 - the open sessions are the tracker's: each session's first offset and key are
   exactly one open entry of the tracker (with the stream time before it), and
   no offset belongs to two sessions;
@@ -35,8 +35,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, pairwise
 from typing import Any, Final
 
-from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
-from framework.watermark import MAX_PRODUCER_ID_BYTES
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.watermark import MAX_PRODUCER_ID_BYTES
 from sessionizer.processor import Timing
 from state.record import MAX_OFFSET, MAX_PRODUCERS, StreamState
 from state.tracker import ENTRY_OVERHEAD_BYTES

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsInt, cast
 
-from framework.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import FoldedHookFailure, Fragment, HookFailure
 from sessionizer.timeline import Failure, KeyTimeline, Member, Segment

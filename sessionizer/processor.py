@@ -38,7 +38,7 @@ class StreamProcessor(ABC, Generic[Session]):
 
     1. On arrival, in offset order, for every fragment:
        ``timestamp(fragment, record_timestamp_ms)`` gives its event time (ms; a
-       finite number within ``framework.limits``' range, else a dead letter).
+       finite number within ``framework.kernel.limits``' range, else a dead letter).
     2. Then, unless the fragment is late, refuted as dated too far ahead, or skipped
        on resume: ``is_end(fragment)`` says whether it ends its session.
     3. In event-time order within each session, as soon as a fragment's event time

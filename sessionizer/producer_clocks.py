@@ -36,8 +36,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, TypeAlias
 
-from framework.limits import MIN_EVENT_TIME_MS
-from framework.watermark import JOINED, LEFT
+from framework.kernel.limits import MIN_EVENT_TIME_MS
+from framework.kernel.watermark import JOINED, LEFT
 from sessionizer.errors import ProcessorError
 
 __all__ = [

@@ -9,7 +9,7 @@ fragment of a failed session that was already folded (only its offset is left);
 the node sends all but the first to the dead-letter topic, so nothing read is
 ever silently lost.
 
-`Watermark` is `framework.watermark.Watermark`, re-exported: the one watermark
+`Watermark` is `framework.kernel.watermark.Watermark`, re-exported: the one watermark
 type, which the wire decoder returns too (`Watermark(timestamp_ms, end=False,
 offset=None)`; the engine needs `offset`).
 """
@@ -20,7 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from framework.watermark import Watermark
+from framework.kernel.watermark import Watermark
 
 __all__ = [
     "EngineCounters",

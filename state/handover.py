@@ -31,7 +31,7 @@ from typing import Any, Final, Literal, Protocol, TypeGuard
 
 import msgpack
 
-from framework.safe_json import loads_object
+from framework.kernel.safe_json import loads_object
 from state.errors import StateError
 from state.record import MAX_OFFSET
 

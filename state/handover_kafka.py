@@ -87,7 +87,7 @@ class KafkaPythonHandoverLog(_HandoverLog):
         """The producer, created at the first call (the warm-up thread or a write)."""
         from kafka import KafkaProducer
 
-        from framework.kafka_settings import kafka_python_config
+        from framework.kernel.kafka_settings import kafka_python_config
 
         with self._lock:
             if self._closed:
@@ -169,7 +169,7 @@ class KafkaPythonHandoverLog(_HandoverLog):
         assignment of many streams pays for one consumer's start-up, not one each."""
         from kafka import TopicPartition
 
-        from framework.kafka_settings import assigned_consumer
+        from framework.kernel.kafka_settings import assigned_consumer
 
         with self._lock:  # created by the warm-up thread or the loop, then used by the loop only
             if self._closed:
@@ -224,7 +224,7 @@ class ConfluentHandoverLog(_HandoverLog):
         """The producer, created at the first call (the warm-up thread or a write)."""
         from confluent_kafka import Producer
 
-        from framework.kafka_settings import librdkafka_logger
+        from framework.kernel.kafka_settings import librdkafka_logger
 
         with self._lock:
             if self._closed:
@@ -321,7 +321,7 @@ class ConfluentHandoverLog(_HandoverLog):
         assignment of many streams pays for one consumer's start-up, not one each."""
         from confluent_kafka import Consumer
 
-        from framework.kafka_settings import librdkafka_logger
+        from framework.kernel.kafka_settings import librdkafka_logger
 
         with self._lock:
             if self._closed:

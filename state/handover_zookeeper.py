@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from framework.safe_json import loads_object
+from framework.kernel.safe_json import loads_object
 from state.errors import StateError
 from state.handover import HandoverPointer
 from state.store import BATCH_WRITES
@@ -138,6 +138,6 @@ def _unregistered(stream: str, parent: str) -> StateError:
 
 def _fields(data: bytes | None) -> dict[str, Any]:
     """The registration's JSON object (an empty one if it has none, or it is not one within
-    `framework.safe_json`'s bounds: never raises, whatever the znode holds)."""
+    `framework.kernel.safe_json`'s bounds: never raises, whatever the znode holds)."""
     value = loads_object(data)
     return {} if value is None else value

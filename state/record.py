@@ -17,7 +17,7 @@ An empty or absent record means "never committed": start from offset 0.
 
 Both directions are total. A `StreamState` validates its fields when it is built
 (offsets, epoch and counts are integers in [0, `MAX_OFFSET`], times are in the
-event-time range of `framework.limits`, keys are at most `MAX_KEY_BYTES` of UTF-8,
+event-time range of `framework.kernel.limits`, keys are at most `MAX_KEY_BYTES` of UTF-8,
 the blob at most `MAX_BLOB_BYTES`), so `encode` can only fail with
 `StateTooLargeError`; `decode` returns a valid `StreamState` or raises
 `CorruptStateError` for any bytes, and never inflates more than `MAX_BODY_BYTES`.
@@ -31,8 +31,8 @@ from typing import Any, Final
 
 import msgpack
 
-from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
-from framework.watermark import MAX_PRODUCER_ID_BYTES
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.watermark import MAX_PRODUCER_ID_BYTES
 from state.errors import CorruptStateError, StateTooLargeError
 
 __all__ = [

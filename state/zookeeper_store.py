@@ -4,7 +4,7 @@ Plugged into `FencedStateStore`, every commit is a `set` with the version the
 owner last wrote, so a stale owner's write fails (BadVersion) instead of moving
 the safe offset under the new owner.  A record whose ACL belongs to another
 ZooKeeper identity (NoAuth: wrong or missing --zk-auth) raises
-`framework.zookeeper.ZooKeeperAccessError`, a `ConfigError`: retrying cannot help.
+`framework.kernel.zookeeper.ZooKeeperAccessError`, a `ConfigError`: retrying cannot help.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from framework.zookeeper import refused
+from framework.kernel.zookeeper import refused
 from state.errors import CommitUncertainError, FencedError, StateError
 
 __all__ = ["ZooKeeperRecords"]

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 __all__ = [
     "Artifacts",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 if TYPE_CHECKING:
     from framework.cluster.security import ClusterSecurity
@@ -161,7 +161,7 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
     from kafka import KafkaAdminClient  # imported late: slow, and only needed here
     from kafka.errors import KafkaError
 
-    from framework.kafka_settings import kafka_python_config
+    from framework.kernel.kafka_settings import kafka_python_config
 
     # A cheap TCP check first: kafka-python logs a warning per refused connection,
     # which would flood the output while a broker boots.

@@ -31,7 +31,7 @@ from framework.cluster.process import (
 )
 from framework.cluster.security import ClusterSecurity
 from framework.cluster.zookeeper_server import ZooKeeperNode, zookeeper_mode
-from framework.errors import ClusterError, PortInUseError
+from framework.kernel.errors import ClusterError, PortInUseError
 
 __all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]
 

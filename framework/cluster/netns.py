@@ -43,7 +43,7 @@ from typing import Literal
 
 import structlog
 
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 __all__ = [
     "CutTarget",

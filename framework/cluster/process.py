@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 __all__ = [
     "ServerProcess",

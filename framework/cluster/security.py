@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 __all__ = [
     "CLIENT_USER",

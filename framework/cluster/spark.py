@@ -36,7 +36,7 @@ from framework.cluster.process import (
     stop_together,
     wait_until,
 )
-from framework.errors import ClusterError, PortInUseError
+from framework.kernel.errors import ClusterError, PortInUseError
 
 __all__ = [
     "SPARK_STATE_FILE",

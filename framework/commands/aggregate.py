@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from framework.client_settings import read_kafka_properties
 from framework.cluster.artifacts import resolve_artifacts
 from framework.commands.options import EnvDefault, require_addresses
+from framework.kernel.client_settings import read_kafka_properties
 from router.naming import sessions_topic
 
 __all__ = ["add_parser"]

@@ -21,7 +21,6 @@ from typing import Any
 from kafka import KafkaProducer
 
 from framework.commands.options import connection_from_args
-from framework.config import ConnectionConfig
 from framework.dead_letters import (
     DeadLetterError,
     Lost,
@@ -32,7 +31,8 @@ from framework.dead_letters import (
     read_letters,
     replay,
 )
-from framework.kafka_settings import kafka_python_settings
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.kafka_settings import kafka_python_settings
 from framework.node.loader import load_processor
 from router.naming import deadletter_topic, sessions_topic
 from sessionizer.kafka_sink import KafkaSink

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from framework.client_settings import read_kafka_properties
 from framework.demo_story import DemoPlan, run_demo, say
-from framework.errors import ConfigError
+from framework.kernel.client_settings import read_kafka_properties
+from framework.kernel.errors import ConfigError
 from router.formats import FORMATS, load_format
 
 __all__ = ["add_parser", "plan_from_args"]

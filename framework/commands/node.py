@@ -6,7 +6,7 @@ import argparse
 
 from balancer.config import BALANCE_POLICIES
 from framework.commands.options import EnvDefault, connection_from_args, require_streams
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from framework.node.config import NodeConfig, default_node_id
 from framework.node.node import Node
 from framework.node.runner import run_until_signalled

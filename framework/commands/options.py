@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from framework.client_settings import read_kafka_properties, read_zk_auth
-from framework.config import DEFAULT_APP, ConnectionConfig
-from framework.errors import ConfigError
+from framework.kernel.client_settings import read_kafka_properties, read_zk_auth
+from framework.kernel.config import DEFAULT_APP, ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.transport import KAFKA_CLIENTS
 from framework.logging import LOG_FORMATS, LOG_LEVELS
-from framework.transport import KAFKA_CLIENTS
 from router.registry import app_stream_count
 
 __all__ = [

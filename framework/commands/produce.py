@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TextIO
 
 from framework.commands.options import EnvDefault, connection_from_args
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
-from framework.zookeeper import app_client
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.zookeeper import app_client
 from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format, syslog_year
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines

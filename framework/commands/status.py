@@ -40,9 +40,9 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
 from framework.commands.options import connection_from_args
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import app_client, root_acl_kind
 from framework.progress import state_columns
-from framework.zookeeper import app_client, root_acl_kind
 from router.registry import streams_for
 
 __all__ = ["EXIT_PARTIAL", "OUTPUTS", "StatusReader", "add_parser", "frame", "render", "run"]

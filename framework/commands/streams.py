@@ -10,7 +10,7 @@ import argparse
 import json
 
 from framework.commands.options import connection_from_args
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from framework.provision import provision_streams, reset_stream
 
 __all__ = ["add_parser"]

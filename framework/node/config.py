@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from balancer.config import BALANCE_POLICIES, BalancePolicy
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = ["Delivery", "NodeConfig", "default_node_id"]

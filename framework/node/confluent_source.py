@@ -26,7 +26,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from framework.kafka_settings import librdkafka_logger
+from framework.kernel.kafka_settings import librdkafka_logger
 from framework.node.errors import NodeError
 from framework.node.ports import Fetched, SourceRecord
 

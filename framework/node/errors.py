@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.errors import SessionizerError
+from framework.kernel.errors import SessionizerError
 
 __all__ = ["NodeCrashed", "NodeError"]
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from kafka import TopicPartition
 from kafka.errors import KafkaError, OffsetOutOfRangeError
 
-from framework.kafka_settings import assigned_consumer
+from framework.kernel.kafka_settings import assigned_consumer
 from framework.node.errors import NodeError
 from framework.node.ports import Fetched
 

@@ -11,7 +11,7 @@ import importlib
 import traceback
 from typing import Any
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from sessionizer.processor import StreamProcessor
 
 __all__ = ["load_processor"]

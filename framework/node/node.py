@@ -36,7 +36,7 @@ import structlog
 
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from framework.errors import ConfigError, SessionizerError
+from framework.kernel.errors import ConfigError, SessionizerError
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.errors import NodeCrashed

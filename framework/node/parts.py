@@ -18,14 +18,14 @@ from kafka.errors import KafkaError
 
 from balancer.balancer import Balancer
 from balancer.config import BalancerConfig, BalancerListener
-from framework.errors import ConfigError
-from framework.kafka_settings import kafka_python_settings
+from framework.kernel.errors import ConfigError
+from framework.kernel.kafka_settings import kafka_python_settings
+from framework.kernel.transport import resolve_transport
+from framework.kernel.zookeeper import zookeeper_client
 from framework.node.config import NodeConfig
 from framework.node.errors import NodeError
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
-from framework.transport import resolve_transport
-from framework.zookeeper import zookeeper_client
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import handover_topic
 from sessionizer.kafka_sink import KafkaSink

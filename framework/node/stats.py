@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.errors import SessionizerError
+from framework.kernel.errors import SessionizerError
 from framework.node.metrics import MetricsSnapshot, StreamFigures
 from framework.node.ports import RecordSource
 from framework.node.task import StreamTask

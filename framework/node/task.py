@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
+from framework.kernel.watermark import Watermark
 from framework.node.ports import SourceRecord
-from framework.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
 from router.wire import decode_parts, encode_fragment

@@ -20,10 +20,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from balancer import claims
-from balancer.paths import AppPaths
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import new_client
 from framework.local_nodes import balanced, claims_by_owner
 from framework.processes import MemberProcess, ProcessGroup
-from framework.zookeeper import new_client
 
 __all__ = [
     "ClaimObserver",

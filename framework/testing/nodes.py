@@ -17,10 +17,10 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.local_nodes import SESSIONIZER, NodeGroup, caught_up, settled, streams_of
 from framework.progress import read_states
-from framework.zookeeper import zookeeper_client
 
 __all__ = [
     "SESSIONIZER",

@@ -7,7 +7,7 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from router.fragment import ParsedFragment
 from router.hashing import hash64, stream_for_key
 from router.producer import ProducerConfig, StreamProducer

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from framework.limits import MIN_EVENT_TIME_MS
+from framework.kernel.limits import MIN_EVENT_TIME_MS
 from router.errors import MalformedLine
 from router.fragment import ParsedFragment, epoch_ms
 from router.hashing import stream_for_key

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from sessionizer.aggregation.figures import TOP_LANDING_PAGES
 
 __all__ = ["DEFAULT_MASTER", "DEFAULT_WATERMARK", "AggregateJob", "SparkSettings"]

@@ -32,7 +32,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from framework.kafka_settings import assigned_consumer
+from framework.kernel.kafka_settings import assigned_consumer
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError

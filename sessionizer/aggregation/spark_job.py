@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from framework.kafka_settings import java_client_settings
+from framework.kernel.kafka_settings import java_client_settings
 from sessionizer.aggregation.figures import (
     HOUR_MS,
     NO_SITE,

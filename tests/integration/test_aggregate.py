@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from framework.cli import main
 from framework.cluster import resolve_artifacts
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.testing.cli import cli
 from framework.testing.nodes import SESSIONIZER

@@ -36,7 +36,7 @@ from balancer.status import snapshot
 from framework.cluster import LocalCluster
 from framework.cluster.zookeeper_server import four_letter_word
 from framework.commands import status as status_command
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.provision import provision_streams as create_streams
 from framework.testing.members import (
     ClaimObserver,

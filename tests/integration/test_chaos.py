@@ -26,7 +26,8 @@ from typing import Literal
 import pytest
 
 from framework.cluster import LocalCluster
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import balanced, wait_for
@@ -39,7 +40,6 @@ from framework.testing.nodes import (
     streams_of,
 )
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from balancer.paths import AppPaths
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import zookeeper_client
 from framework.testing.cli import DATA, cli_json
-from framework.zookeeper import zookeeper_client
 from router.naming import stream_name
 from router.registry import register_streams
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled_alive, streams_of
-from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer

@@ -23,9 +23,10 @@ from kazoo.exceptions import KazooException
 from balancer import Balancer, BalancerConfig, NoopListener, StreamLease
 from balancer.load import read_loads
 from balancer.load_plan import LoadPolicy, within_tolerance
-from balancer.paths import AppPaths
 from balancer.status import format_table, load_summary, snapshot
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import provision_streams as register_streams
@@ -33,7 +34,6 @@ from framework.testing.members import stream_names, wait_for
 from framework.testing.nodes import NodeGroup, caught_up, last_words, streams_of
 from framework.testing.traffic import SteadyTraffic, skewed
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.hashing import stream_for_key

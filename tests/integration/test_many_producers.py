@@ -24,15 +24,15 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import LEFT, Watermark
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, caught_up, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.watermark import LEFT, Watermark
-from framework.zookeeper import zookeeper_client
 from router.errors import MalformedLine
 from router.formats import parse_line
 from router.naming import deadletter_topic

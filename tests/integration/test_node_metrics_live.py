@@ -24,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from framework.cluster import LocalCluster
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA

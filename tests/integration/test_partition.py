@@ -27,7 +27,8 @@ from kazoo.client import KazooClient
 
 from framework.cluster import LocalCluster
 from framework.cluster.netns import CutTarget, NetworkLab, unavailable
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.progress import end_offsets, read_states
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
@@ -41,7 +42,6 @@ from framework.testing.nodes import (
     streams_of,
 )
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments

@@ -24,14 +24,14 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import InvalidTimestampError
 from kafka.producer.future import RecordMetadata
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled_alive, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.ingest import produce_fragments

@@ -23,7 +23,7 @@ from kazoo.exceptions import ConnectionLoss, KazooException
 from balancer import AppPaths, Balancer, BalancerConfig, NoopListener, StreamLease, quarantine
 from balancer.claims import decode
 from balancer.status import snapshot
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.provision import provision_streams as provision_topics
 from framework.testing.cli import cli, cli_json
 from framework.testing.members import (

@@ -11,11 +11,11 @@ import pytest
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import JOINED, Watermark
 from framework.provision import provision_streams
 from framework.testing.cli import cli_json
 from framework.testing.members import stream_names
-from framework.watermark import JOINED, Watermark
 from router.wire import encode_watermark
 from state.record import StreamState
 

@@ -29,14 +29,14 @@ import pytest
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, answering, caught_up, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key

@@ -27,18 +27,18 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from framework.client_settings import read_kafka_properties
 from framework.cluster import stop_cluster_dir
 from framework.cluster.process import pid_alive
-from framework.config import ConnectionConfig
-from framework.kafka_settings import kafka_python_settings
+from framework.kernel.client_settings import read_kafka_properties
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.kafka_settings import kafka_python_settings
+from framework.kernel.zookeeper import zookeeper_client
 from framework.progress import read_states
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import balanced, wait_for
 from framework.testing.nodes import SESSIONIZER, NodeGroup, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.formats import parse_file
 from sessionizer.aggregation import aggregate_sessions
 from sessionizer.examples.weblog import WebSessions

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from framework.cluster import LocalCluster
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, last_words, settled_alive, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import zookeeper_client
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments

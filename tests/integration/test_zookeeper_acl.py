@@ -18,8 +18,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from balancer.paths import AppPaths
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import app_acl, app_client, namespace_acl, zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import cli, cli_json
@@ -34,7 +35,6 @@ from framework.testing.members import (
 from framework.testing.members import provision_streams as register_streams
 from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from framework.zookeeper import app_acl, app_client, namespace_acl, zookeeper_client
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 

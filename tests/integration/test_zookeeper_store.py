@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from balancer.paths import AppPaths
-from framework.zookeeper import zookeeper_client
+from framework.kernel.paths import AppPaths
+from framework.kernel.zookeeper import zookeeper_client
 from state.errors import FencedError, StateTooLargeError
 from state.record import IgnoreEntry, StreamState
 from state.store import FencedStateStore

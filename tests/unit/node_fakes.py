@@ -17,7 +17,7 @@ from typing import Any
 from balancer.config import BalancerListener
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.node.config import NodeConfig
 from framework.node.parts import NodeParts
 from framework.node.ports import Fetched

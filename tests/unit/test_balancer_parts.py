@@ -19,7 +19,7 @@ from balancer import (
 from balancer.claims import decode, encode
 from balancer.machine import StateMachine
 from balancer.status import format_table
-from framework.errors import ConfigError, SessionizerError
+from framework.kernel.errors import ConfigError, SessionizerError
 from framework.testing.members import ClaimObserver, MemberProcess, ownership_violations
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from framework.node.loader import load_processor
 
 

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 import router.ingest as ingest
 import router.producer as producer_module
-from framework.errors import SessionizerError
+from framework.kernel.errors import SessionizerError
 from framework.testing.cli import DATA
 from router.ingest import produce_lines
 from router.producer import ProducerConfig, StreamProducer

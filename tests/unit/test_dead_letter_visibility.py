@@ -16,7 +16,7 @@ import msgpack
 import pytest
 
 from framework import StreamProcessor
-from framework.config import ConnectionConfig
+from framework.kernel.config import ConnectionConfig
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.stats import NodeStats

@@ -19,7 +19,7 @@ from kazoo.exceptions import NoNodeError
 
 from balancer import claims
 from balancer.load import StreamLoad
-from balancer.paths import AppPaths
+from framework.kernel.paths import AppPaths
 from framework.member import decode_counter
 from router.errors import ProvisioningError
 from router.producer_registry import ProducerRegistry

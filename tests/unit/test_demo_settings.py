@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from framework.cli import build_parser
-from framework.client_settings import read_kafka_properties
 from framework.commands.demo import plan_from_args
 from framework.commands.options import connection_from_args
 from framework.demo_story import (
@@ -18,7 +17,8 @@ from framework.demo_story import (
     node_client_flags,
     producer_config,
 )
-from framework.errors import ConfigError
+from framework.kernel.client_settings import read_kafka_properties
+from framework.kernel.errors import ConfigError
 
 PROPERTIES = {"client.id": "demo-tuned", "request.timeout.ms": "45000", "sasl.password": "s3cret"}
 

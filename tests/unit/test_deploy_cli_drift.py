@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from framework.cli import build_parser
-from framework.client_settings import read_zk_auth
 from framework.commands.options import connection_from_args
+from framework.kernel.client_settings import read_zk_auth
 from tests.unit.deploy_commands import (
     DEPLOY,
     SMOKE_TEST,
@@ -169,7 +169,7 @@ def test_zk_auth_from_a_file(tmp_path: Path) -> None:
     identity.write_text("# none: the servers have no authentication\n")
     assert read_zk_auth(f"@{identity}") is None
     identity.write_text("digest:a:b\ndigest:c:d\n")
-    from framework.errors import ConfigError
+    from framework.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="2 identities"):
         read_zk_auth(f"@{identity}")

@@ -591,7 +591,7 @@ def test_command_line_is_accepted_by_the_real_cli(
 
 
 def test_configured_app_names_are_valid() -> None:
-    from router.naming import validate_app
+    from framework.kernel.names import validate_app
 
     validate_app(_one("ConfigMap", "sessionizer")["data"]["SESSIONIZER_APP"])
     validate_app(_compose_sessionizer_env()["SESSIONIZER_APP"])

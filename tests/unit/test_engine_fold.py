@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import framework.watermark
+import framework.kernel.watermark
 from framework.node.task import StreamTask
 from framework.testkit.engine_runs import (
     OffsetRecorder,
@@ -277,5 +277,7 @@ def test_a_watermark_decoded_from_the_wire_is_an_engine_record() -> None:
     engine.process(fragment_at(0, "a", 100))
     [session] = engine.process(Watermark(200, True, 1))  # as decode_record returns it
     assert session.result["offsets"] == (0,)
-    assert Watermark is framework.watermark.Watermark  # one type, from the wire to the engine
+    assert (
+        Watermark is framework.kernel.watermark.Watermark
+    )  # one type, from the wire to the engine
     assert Watermark(300, offset=2).end_of_input is False

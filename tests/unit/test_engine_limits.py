@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from framework.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from framework.testkit.engine_runs import OffsetRecorder, fragment_at
 from sessionizer import (
     FinishedSession,

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from framework.cli import main
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from router.errors import FormatError, MalformedLine, StreamCountMismatch, StreamsNotCreated
 from router.formats import (
     BUILTIN_FORMATS,

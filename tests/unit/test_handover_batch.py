@@ -15,7 +15,7 @@ import pytest
 from kafka.errors import KafkaTimeoutError
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
-from framework import kafka_settings
+from framework.kernel import kafka_settings
 from framework.node.node import Node
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions

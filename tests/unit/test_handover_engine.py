@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.watermark import Watermark
+from framework.kernel.watermark import Watermark
 from sessionizer import Fragment, Record, SessionEngine, StreamProcessor
 from sessionizer.handover import (
     CARRIED,

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.watermark import JOINED, Watermark
+from framework.kernel.watermark import JOINED, Watermark
 from sessionizer import EngineOutput, Fragment, Record, SessionEngine
 from sessionizer.handover import export_engine, restore_engine
 from sessionizer.processor import StreamProcessor

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from framework.commands import node as node_command
 from framework.commands.options import CommandParser, common_parser
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from framework.node.node import Node
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions

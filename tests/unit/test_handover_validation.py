@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from framework.watermark import JOINED, Watermark
+from framework.kernel.watermark import JOINED, Watermark
 from sessionizer import Fragment, SessionEngine
 from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
 from state.record import StreamState

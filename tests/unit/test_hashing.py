@@ -11,8 +11,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from framework.errors import ConfigError
-from router.errors import InvalidAppName, StreamCountMismatch
+from framework.kernel.errors import ConfigError
+from framework.kernel.names import InvalidAppName
+from router.errors import StreamCountMismatch
 from router.hashing import hash64, jump_consistent_hash, stream_for_key
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 

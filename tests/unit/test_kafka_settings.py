@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from framework.client_settings import RESERVED_PROPERTIES, read_kafka_properties, redacted
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
-from framework.kafka_settings import (
+from framework.kernel.client_settings import RESERVED_PROPERTIES, read_kafka_properties, redacted
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.kafka_settings import (
     java_client_settings,
     kafka_python_config,
     kafka_python_settings,

@@ -10,7 +10,7 @@ import json
 import logging
 from typing import Any
 
-from framework.kafka_settings import LIBRDKAFKA_LOGGER
+from framework.kernel.kafka_settings import LIBRDKAFKA_LOGGER
 from framework.logging import RepeatLimiter, library_handler
 
 INTERVAL = 30.0

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from framework.errors import ConfigError
-from framework.kafka_settings import LIBRDKAFKA_LOGGER, librdkafka_logger
+from framework.kernel.errors import ConfigError
+from framework.kernel.kafka_settings import LIBRDKAFKA_LOGGER, librdkafka_logger
 from framework.logging import configure_logging
 
 

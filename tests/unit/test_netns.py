@@ -10,7 +10,7 @@ from framework.cluster import LocalCluster
 from framework.cluster.kafka_server import KafkaNode
 from framework.cluster.netns import LabPlan, exec_prefix
 from framework.cluster.zookeeper_server import ZooKeeperNode
-from framework.errors import ClusterError
+from framework.kernel.errors import ClusterError
 
 PLAN = LabPlan("ab12cd", ("n1", "n2", "n3"))
 

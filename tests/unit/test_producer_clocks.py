@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.kernel.watermark import JOINED, LEFT, Watermark
 from framework.testkit.engine_runs import (
     OffsetRecorder,
     batch_identity,
@@ -22,7 +23,6 @@ from framework.testkit.engine_runs import (
     run_engine_with_crashes,
     session_identity,
 )
-from framework.watermark import JOINED, LEFT, Watermark
 from sessionizer import (
     FinishedSession,
     Fragment,

@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 import router.producer as producer_module
-from framework.watermark import JOINED, LEFT, Watermark
+from framework.kernel.watermark import JOINED, LEFT, Watermark
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key

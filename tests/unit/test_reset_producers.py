@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework.kernel.watermark import JOINED, LEFT, Watermark
 from framework.reset_producers import RebuiltProducers, apply_records
-from framework.watermark import JOINED, LEFT, Watermark
 from router.fragment import ParsedFragment
 from router.wire import encode_fragment, encode_watermark
 from sessionizer import EngineOutput, Fragment, Record, SessionEngine, StreamProcessor

@@ -1,4 +1,4 @@
-"""`framework.safe_json.loads_object`: the bounded, total JSON-object decoder of znode data."""
+"""`framework.kernel.safe_json.loads_object`: the bounded, total JSON decoder of znode data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.safe_json import MAX_JSON_DEPTH, loads_object
+from framework.kernel.safe_json import MAX_JSON_DEPTH, loads_object
 
 _ODD_NUMBERS = ["Infinity", "-Infinity", "NaN", "1e999", "-1e999", "9" * 5000]
 

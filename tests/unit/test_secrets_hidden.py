@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from framework.client_settings import hide_secret_arguments
+from framework.kernel.client_settings import hide_secret_arguments
 from framework.testing.members import wait_for
 
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))

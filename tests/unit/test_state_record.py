@@ -8,7 +8,7 @@ import zlib
 import msgpack
 import pytest
 
-from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.testkit.engine_runs import OffsetRecorder
 from sessionizer import Fragment, SessionEngine
 from state import (

@@ -13,7 +13,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from framework.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from state import CorruptStateError, IgnoreEntry, StateTooLargeError, StreamState
 from state.record import MAX_BLOB_BYTES, MAX_OFFSET
 

@@ -12,7 +12,7 @@ from balancer.config import BalancerConfig
 from balancer.load import LoadMeter, StreamLoad
 from balancer.load_plan import LoadPolicy
 from balancer.status import format_table
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 from framework.node.node import Node
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions

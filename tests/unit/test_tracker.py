@@ -6,7 +6,7 @@ import msgpack
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framework.limits import MAX_KEY_BYTES
+from framework.kernel.limits import MAX_KEY_BYTES
 from state import IgnoreEntry, SafeOffsetTracker
 from state.tracker import ENTRY_OVERHEAD_BYTES, entry_bytes
 

@@ -24,7 +24,7 @@ def test_a_type_error_against_the_public_api_fails_the_check(tmp_path: Path) -> 
     wrong = tmp_path / "wrong.py"
     wrong.write_text(
         "from framework import NodeConfig\n"
-        "from framework.config import ConnectionConfig\n\n"
+        "from framework.kernel.config import ConnectionConfig\n\n"
         "config = NodeConfig(ConnectionConfig('zk:1', 'kafka:1'), commit_interval='often')\n"
     )
     result = _mypy(wrong)

@@ -18,10 +18,9 @@ from kazoo.security import (
 
 from balancer import AppPaths, Balancer, BalancerConfig, NoopListener
 from balancer.status import auth_line, format_table
-from framework.config import ConnectionConfig
-from framework.errors import ConfigError
-from framework.member import parse_args
-from framework.zookeeper import (
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.kernel.zookeeper import (
     OPEN,
     ZooKeeperAccessError,
     access_checked,
@@ -32,6 +31,7 @@ from framework.zookeeper import (
     new_client,
     refused,
 )
+from framework.member import parse_args
 from state.zookeeper_store import ZooKeeperRecords
 
 AUTH = "digest:acl-user:s3cret-pw"

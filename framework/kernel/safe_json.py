@@ -8,7 +8,7 @@ crash nor trust it.  `json.loads` alone is not total: 100,000 nested `[` raise
 decoder returns the JSON object in `data`, or None for anything else, for any
 bytes: at most `MAX_JSON_BYTES`, nested at most `MAX_JSON_DEPTH` deep, numbers
 finite, integers within a signed 64-bit range, strings encodable as UTF-8.
-A leaf module like `framework.limits`: every package may import it.
+A leaf module like `framework.kernel.limits`: every package may import it.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ share (`security.protocol`, `sasl.mechanism`, `sasl.username`,
 `ssl.key.location`, `ssl.key.password`, `ssl.endpoint.identification.algorithm`,
 and any other client property). confluent-kafka takes them as they are;
 kafka-python and Spark's Kafka source (the Java client) get their equivalents
-here, in one place. A leaf module (it imports only `framework.errors`), so
-`router` and `sessionizer` use it as they use `framework.limits`.
+here, in one place. A leaf module (it imports only `framework.kernel.errors`), so
+`router` and `sessionizer` use it as they use `framework.kernel.limits`.
 
 Every confluent-kafka client is given `"logger": librdkafka_logger()` in its
 config: librdkafka's lines then go through `logging` (and from there through
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 
 __all__ = [
     "LIBRDKAFKA_LOGGER",
@@ -85,7 +85,7 @@ def kafka_python_config(
 
     The user's value wins (a `client.id` of their own, a longer timeout), as it
     does with confluent-kafka; the properties the guarantees rest on cannot be
-    in the file at all (`framework.client_settings.RESERVED_PROPERTIES`).
+    in the file at all (`framework.kernel.client_settings.RESERVED_PROPERTIES`).
     """
     return {**defaults, **kafka_python_settings(properties, accepted)}
 

@@ -25,12 +25,12 @@ from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, ANYONE_ID_UNSAFE, CREATOR_ALL_ACL, Permissions, make_digest_acl
 
-from framework.client_settings import parse_zk_auth
-from framework.errors import ConfigError
+from framework.kernel.client_settings import parse_zk_auth
+from framework.kernel.errors import ConfigError
 
 if TYPE_CHECKING:
-    from balancer.paths import AppPaths
-    from framework.config import ConnectionConfig
+    from framework.kernel.config import ConnectionConfig
+    from framework.kernel.paths import AppPaths
 
 __all__ = [
     "OPEN",

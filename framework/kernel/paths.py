@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 
 __all__ = ["DEFAULT_NAMESPACE", "AppPaths"]
 

@@ -1,6 +1,6 @@
 """`Watermark`, the one in-band watermark type (a leaf module: it imports nothing of the project).
 
-Like `framework.limits`, it is shared by `router` (the wire decoder returns it,
+Like `framework.kernel.limits`, it is shared by `router` (the wire decoder returns it,
 the producer encodes it) and `sessionizer` (the engine consumes it), which must
 not import each other: one watermark, one type, from the wire to the engine.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal, get_args
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 
 __all__ = ["KAFKA_CLIENTS", "KafkaClient", "Transport", "resolve_transport"]
 

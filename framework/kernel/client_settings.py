@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from framework.errors import ConfigError
+from framework.kernel.errors import ConfigError
 
 __all__ = [
     "RESERVED_PROPERTIES",

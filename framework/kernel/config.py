@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from balancer.paths import DEFAULT_NAMESPACE, AppPaths
-from framework.client_settings import check_client_properties, parse_zk_auth, redacted
-from framework.errors import ConfigError
-from framework.transport import KafkaClient, resolve_transport
+from framework.kernel.client_settings import check_client_properties, parse_zk_auth, redacted
+from framework.kernel.errors import ConfigError
+from framework.kernel.names import validate_app
+from framework.kernel.paths import DEFAULT_NAMESPACE, AppPaths
+from framework.kernel.transport import KafkaClient, resolve_transport
 
 __all__ = ["DEFAULT_APP", "ConnectionConfig"]
 
@@ -24,7 +25,7 @@ class ConnectionConfig:
     app: str = DEFAULT_APP
     namespace: str = DEFAULT_NAMESPACE
     kafka_client: KafkaClient = "auto"
-    """The Kafka client library (`framework.transport`)."""
+    """The Kafka client library (`framework.kernel.transport`)."""
     kafka_config: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Extra Kafka client properties (standard names), e.g. security settings; may hold secrets."""
     zk_auth: str | None = field(default=None, repr=False)
@@ -35,9 +36,6 @@ class ConnectionConfig:
             raise ConfigError("no ZooKeeper address: ConnectionConfig.zk is empty")
         if not self.bootstrap:
             raise ConfigError("no Kafka bootstrap servers: ConnectionConfig.bootstrap is empty")
-        # Imported here: router validates names, and config must stay import-light.
-        from router.naming import validate_app
-
         validate_app(self.app)
         resolve_transport(self.kafka_client)  # an unknown or missing client fails here, clearly
         check_client_properties(self.kafka_config, "ConnectionConfig.kafka_config")

@@ -1,6 +1,6 @@
 """Bounds every package checks input against (a leaf module: it imports nothing).
 
-Like `framework.errors`, this module is imported by `router`, `sessionizer` and
+Like `framework.kernel.errors`, this module is imported by `router`, `sessionizer` and
 `state`, so that one number has one name: the wire decoder, the session engine
 and the state record agree on what an event time or a session key may be.
 """
