@@ -70,6 +70,7 @@ from benchmarks.measure import (
 from benchmarks.nodes_vs_bare import new_connection
 from benchmarks.tables import show
 from benchmarks.workload import WORKLOADS, Workload, load
+from framework.kafka.kafka_python import warm_metadata
 from framework.kernel.transport import Transport
 from framework.progress import end_offsets
 from framework.provision import provision_streams
@@ -78,7 +79,6 @@ from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer
-from router.producer_transport import warm_metadata
 from router.wire import encode_fragment
 
 __all__ = ["BARE", "CLIENTS", "main", "prepare", "time_bare", "time_stream_producer"]

@@ -63,6 +63,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "sink",
         re.compile(
             rf"{_AT}sessionizer/(kafka_sink|confluent_sink|sinks)\.py|{_AT}kafka/producer/"
+            rf"|{_AT}framework/kafka/(kafka_python|confluent)\.py"
             rf"|{_AT}framework/node/deliveries"
         ),
     ),
@@ -71,6 +72,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "Kafka fetch + decode",
         re.compile(
             rf"{_AT}(kafka|confluent_kafka)/|{_AT}framework/node/(kafka|confluent)_source\.py"
+            rf"|{_AT}framework/kafka/(kafka_python|confluent)_reader\.py"
         ),
     ),
     (

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 import setproctitle
-from kafka.errors import KafkaError
 from kazoo.exceptions import KazooException
 
 from framework.commands.options import CommandParser, common_parser
+from framework.kafka.admin import KafkaPythonError
 from framework.kernel.client_settings import hide_secret_arguments
 from framework.kernel.errors import SessionizerError
 from framework.logging import configure_logging
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SessionizerError as exc:
         print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except (KafkaError, KazooException) as exc:
+    except (KafkaPythonError, KazooException) as exc:
         # A last resort: commands wrap these where they can say more.
         print(
             f"sessionizer {args.command}: error: the cluster did not answer ({_short(exc)}); "

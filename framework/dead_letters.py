@@ -20,11 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
-
+from framework.kafka.admin import KafkaPythonError
+from framework.kafka.consumer import assigned_consumer, partition_zero
 from framework.kernel.errors import SessionizerError
-from framework.kernel.kafka_settings import assigned_consumer
 from router.errors import UndecodableRecord
 from router.naming import deadletter_topic
 from router.wire import decode_parts
@@ -100,14 +98,14 @@ class TopicReader:
 
     def end(self, topic: str) -> int:
         """The topic's end offset (with read_committed: its last stable offset)."""
-        partition = TopicPartition(topic, 0)
+        partition = partition_zero(topic)
         return int(self._consumer.end_offsets([partition])[partition])
 
     def read(self, topic: str, start: int, stop: int, *, timeout: float = 120.0) -> Iterable[Any]:
         """Yield the records of `topic` with offsets in [start, stop), in order."""
         if stop <= start:
             return
-        partition = TopicPartition(topic, 0)
+        partition = partition_zero(topic)
         self._consumer.assign([partition])
         self._consumer.seek(partition, start)
         deadline = time.monotonic() + timeout
@@ -290,7 +288,7 @@ class DeadLetterCounts:
         """Dead letters per stream so far."""
         try:
             reader = TopicReader(self._bootstrap, self._properties)
-        except KafkaError:
+        except KafkaPythonError:
             return None
         try:
             end = reader.end(self._topic)
@@ -299,7 +297,7 @@ class DeadLetterCounts:
                 if stream is not None:
                     self._counts[stream] += 1
             self._position = max(self._position, end)
-        except (KafkaError, DeadLetterError):
+        except (KafkaPythonError, DeadLetterError):
             return None
         finally:
             reader.close()

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from framework.dead_letters import DeadLetterCounts
+from framework.kafka.admin import KafkaPythonError
+from framework.kafka.consumer import assigned_consumer, partition_zero
 from framework.kernel.config import ConnectionConfig
-from framework.kernel.kafka_settings import assigned_consumer
 from framework.kernel.paths import AppPaths
 from state.errors import CorruptStateError
 from state.record import StreamState
@@ -49,7 +48,7 @@ def end_offsets(
     bootstrap: str, topics: Iterable[str], properties: Mapping[str, str] | None = None
 ) -> dict[str, int]:
     """The end offset (next offset to be written) of each single-partition topic."""
-    partitions = [TopicPartition(topic, 0) for topic in topics]
+    partitions = [partition_zero(topic) for topic in topics]
     consumer = assigned_consumer(bootstrap, "sessionizer-status", properties or {})
     try:
         ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)
@@ -61,7 +60,7 @@ def end_offsets(
 def state_columns(
     client: KazooClient,
     connection: ConnectionConfig,
-    on_kafka_error: Callable[[KafkaError], None] | None = None,
+    on_kafka_error: Callable[[KafkaPythonError], None] | None = None,
 ) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
     """The `status` columns a stream's state and Kafka give (a `balancer.status.StreamColumns`).
 
@@ -79,7 +78,7 @@ def state_columns(
                 end_offsets(connection.bootstrap, streams, connection.kafka_config)
             )
             counts = dead.counts()  # only once Kafka answered: each try waits out a bootstrap
-        except KafkaError as exc:
+        except KafkaPythonError as exc:
             ends = dict.fromkeys(streams)  # Kafka unreachable: show the ZooKeeper view
             if on_kafka_error is not None:
                 on_kafka_error(exc)

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from framework.kafka.consumer import assigned_consumer, partition_zero
 from framework.kernel.errors import ConfigError
-from framework.kernel.kafka_settings import assigned_consumer
 from framework.kernel.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.wire import decode_parts
@@ -99,13 +99,12 @@ def producers_at(
     start, live = (base.safe_offset, base.producers) if base is not None else (0, ())
     if offset <= start:
         return RebuiltProducers(live, start, 0, base is not None)
-    from kafka import TopicPartition
 
     consumer = assigned_consumer(
         bootstrap, "sessionizer-reset", properties, auto_offset_reset="earliest"
     )
     try:
-        partition = TopicPartition(stream, 0)
+        partition = partition_zero(stream)
         consumer.assign([partition])
         first = consumer.beginning_offsets([partition])[partition]
         start = max(start, first)

@@ -2,8 +2,8 @@
 
 The client is `ProducerConfig.transport` (`auto`, the default, takes confluent-kafka
 when it is installed; `kafka-python` is the reference): `router.producer_transport`
-and `router.confluent_producer`. Routing, encoding (`router.wire`), the watermark
-policy (`router.watermarks`) and the counters are the same for both.
+over the client layer's producer (`framework.kafka`). Routing, encoding
+(`router.wire`), the watermark policy (`router.watermarks`) and the counters are the same for both.
 
 With `ProducerConfig.producer_id` the producer names itself in its watermarks and
 writes a `joined` marker to every stream when it starts; with a
@@ -21,9 +21,8 @@ from types import TracebackType
 from typing import Literal, NamedTuple
 
 import structlog
-from kafka import KafkaProducer
 
-from framework.kernel.kafka_settings import kafka_python_settings
+from framework.kafka.kafka_python import producer_settings
 from framework.kernel.limits import MAX_EVENT_TIME_MS
 from framework.kernel.transport import KAFKA_CLIENTS, KafkaClient
 from framework.kernel.watermark import JOINED, LEFT, Marker
@@ -95,7 +94,7 @@ class ProducerConfig:
             "batch_size": self.batch_size,
             "compression_type": None if self.compression == "none" else self.compression,
             "client_id": f"{self.app}-producer",
-            **kafka_python_settings(self.client_properties, KafkaProducer.DEFAULT_CONFIG),
+            **producer_settings(self.client_properties),
         }
 
     def confluent_settings(self) -> dict[str, object]:

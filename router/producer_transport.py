@@ -1,40 +1,38 @@
-"""The Kafka side of `StreamProducer`: one seam, two clients (kafka-python, confluent-kafka).
+"""The Kafka side of `StreamProducer`: one transport over the client layer's producer.
 
 A transport sends records to the stream topics by index (partition 0, the given
 record timestamp), counts what failed, and fetches the metadata of every stream
 topic in one go before the first send. `StreamProducer` does the routing,
-encoding, watermarks and counting on top, identically for both.
+encoding, watermarks and counting on top. The client (kafka-python or
+confluent-kafka) is the layer's `RecordProducer` (`framework.kafka`), chosen by
+`open_producer` from `ProducerConfig.transport`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
 
+from framework.kafka.errors import ClientError, FlushIncomplete, SendFailed
+from framework.kafka.producer import Headers, RecordProducer, open_producer
 from router.errors import ProduceFailed, ProvisioningError, StreamCountMismatch
 from router.naming import stream_index
-from router.provisioning import verify_stream_topics
 
 if TYPE_CHECKING:
     from router.producer import ProducerConfig
 
 __all__ = [
     "Headers",
-    "KafkaPythonTransport",
+    "KafkaTransport",
     "ProducerTransport",
     "check_stream_count",
     "open_transport",
-    "warm_metadata",
 ]
 
-Headers = list[tuple[str, bytes]]
 _log = structlog.get_logger("sessionizer.producer")
+_METADATA_TIMEOUT_S = 30.0
 
 
 class ProducerTransport(Protocol):
@@ -64,14 +62,19 @@ class ProducerTransport(Protocol):
 
 
 def open_transport(config: ProducerConfig, topics: Sequence[str]) -> ProducerTransport:
-    """The transport `config.transport` resolves to (`auto`: confluent-kafka when installed)."""
-    from framework.kernel.transport import resolve_transport
-
-    if resolve_transport(config.transport) == "confluent":
-        from router.confluent_producer import ConfluentTransport
-
-        return ConfluentTransport(config, topics)
-    return KafkaPythonTransport(config, topics)
+    """The transport over the client `config.transport` resolves to (`auto`: confluent-kafka
+    when installed)."""
+    try:
+        producer = open_producer(
+            config.transport,
+            kafka_python=config.kafka_settings,
+            confluent=config.confluent_settings,
+        )
+    except ClientError as exc:
+        raise ProvisioningError(
+            f"cannot reach Kafka at {config.bootstrap}: {exc}; is the cluster up?"
+        ) from exc
+    return KafkaTransport(config, topics, producer)
 
 
 def check_stream_count(names: Sequence[str], app: str, num_streams: int) -> None:
@@ -91,52 +94,30 @@ def check_stream_count(names: Sequence[str], app: str, num_streams: int) -> None
         raise StreamCountMismatch(app, expected=existing, configured=num_streams)
 
 
-def warm_metadata(producer: KafkaProducer, topics: Sequence[str]) -> None:
-    """Learn every topic's partitions in one metadata request, not one blocking send per topic.
+class KafkaTransport:
+    """A `ProducerTransport` over the client layer's producer; failures are settled at `flush`."""
 
-    kafka-python's first `send` to a topic adds it to the tracked topics and waits
-    for a metadata round trip, one topic at a time. Adding them all first (through
-    the I/O thread's thread-safe queue) makes the first wait fetch them together.
-    """
-    sender = producer._sender  # kafka-python has no public bulk call
-    for topic in topics:
-        sender.add_topic(topic)
-    for topic in topics:
-        producer.partitions_for(topic)
-
-
-class KafkaPythonTransport:
-    """kafka-python's `KafkaProducer`; delivery failures come back on its I/O thread."""
-
-    def __init__(self, config: ProducerConfig, topics: Sequence[str]) -> None:
+    def __init__(
+        self, config: ProducerConfig, topics: Sequence[str], producer: RecordProducer
+    ) -> None:
         self._config = config
         self._topics = list(topics)
-        self._lock = threading.Lock()
-        self._failures: list[str] = []
-        self._fragment_failures = 0
-        # One errback per stream and kind, built once: no per-record closure.
-        self._errbacks = [
-            (partial(self._failed, topic, False), partial(self._failed, topic, True))
-            for topic in self._topics
-        ]
+        self._producer = producer
+        self._send = producer.send
+
+    def prepare(self, *, verify: bool) -> None:
+        """Check the stream count from one metadata request, then learn every stream's."""
+        if not verify:
+            return
+        config = self._config
         try:
-            self._producer = KafkaProducer(**config.kafka_settings())
-        except KafkaError as exc:
+            names = self._producer.topic_names(_METADATA_TIMEOUT_S)
+        except ClientError as exc:
             raise ProvisioningError(
                 f"cannot reach Kafka at {config.bootstrap}: {exc}; is the cluster up?"
             ) from exc
-
-    def prepare(self, *, verify: bool) -> None:
-        """Check the stream count with an admin client, then fetch all metadata at once."""
-        if verify:
-            config = self._config
-            verify_stream_topics(
-                config.bootstrap,
-                config.app,
-                config.num_streams,
-                properties=config.client_properties,
-            )
-            warm_metadata(self._producer, self._topics)
+        check_stream_count(names, config.app, config.num_streams)
+        self._producer.warm_metadata(self._topics)
 
     def send(
         self,
@@ -146,41 +127,33 @@ class KafkaPythonTransport:
         timestamp_ms: int,
         headers: Headers | None,
     ) -> None:
-        """Queue one record (kafka-python batches it; the I/O thread sends)."""
+        """Queue one record (the client batches it)."""
         try:
-            future = self._producer.send(
+            self._send(
                 self._topics[stream],
-                value=value,
-                key=key,
+                key,
+                value,
                 headers=headers,
                 partition=0,
                 timestamp_ms=timestamp_ms,
             )
-        except KafkaError as exc:  # refused before queueing (e.g. a record over the limit)
+        except SendFailed as exc:  # refused before queueing (e.g. a record over the limit)
             raise ProduceFailed(
                 self._config.app, f"cannot send to {self._topics[stream]}: {exc}"
             ) from exc
-        # Only an errback: success is settled by flush(), and a per-record success
-        # callback would contend with the I/O thread for the GIL.
-        future.add_errback(self._errbacks[stream][key is not None])
 
     def flush(self, timeout: float | None) -> tuple[int, list[str]]:
         """Wait for every acknowledgement; report the failures since the last flush."""
         try:
-            self._producer.flush(timeout=timeout)
-        except KafkaError as exc:
+            failed = self._producer.flush(timeout)
+        except FlushIncomplete as exc:
             raise ProduceFailed(self._config.app, f"flush did not complete: {exc}") from exc
-        with self._lock:
-            failures, self._failures = self._failures, []
-            fragments, self._fragment_failures = self._fragment_failures, 0
-        return fragments, failures
+        failures = []
+        for failure in failed:
+            _log.warning("send_failed", topic=failure.topic, error=failure.error)
+            failures.append(f"{failure.topic}: {failure.error}")
+        return sum(failure.key is not None for failure in failed), failures
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer (waits up to `timeout` for what is still queued)."""
-        self._producer.close(timeout=timeout)
-
-    def _failed(self, topic: str, fragment: bool, exc: BaseException) -> None:
-        _log.warning("send_failed", topic=topic, error=str(exc))
-        with self._lock:
-            self._failures.append(f"{topic}: {exc}")
-            self._fragment_failures += fragment
+        self._producer.close(timeout)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
-from kafka import KafkaAdminClient
-from kafka.errors import InvalidReplicationFactorError, KafkaError, TopicAlreadyExistsError
 
-from framework.kernel.kafka_settings import kafka_python_config
+from framework.kafka.admin import (
+    InvalidReplicationFactorError,
+    KafkaPythonError,
+    TopicAlreadyExistsError,
+    admin_client,
+)
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
@@ -70,23 +74,17 @@ class TopicPlan:
         return configs
 
 
-def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> KafkaAdminClient:
-    settings = kafka_python_config(
-        properties or {},
-        KafkaAdminClient.DEFAULT_CONFIG,
-        bootstrap_servers=bootstrap,
-        client_id="sessionizer-admin",
-    )
+def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> Any:
     try:
-        return KafkaAdminClient(**settings)
-    except KafkaError as exc:
+        return admin_client(bootstrap, properties, client_id="sessionizer-admin")
+    except KafkaPythonError as exc:
         raise ProvisioningError(
             f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up (and, for a "
             "secured cluster, --kafka-config / SESSIONIZER_KAFKA_CONFIG right)?"
         ) from exc
 
 
-def existing_stream_count(admin: KafkaAdminClient, app: str) -> int:
+def existing_stream_count(admin: Any, app: str) -> int:
     """How many `<app>.stream.NNNN` topics exist."""
     count = 0
     for name in admin.list_topics():
@@ -124,7 +122,7 @@ def create_stream_topics(
         admin.close()
 
 
-def _create(admin: KafkaAdminClient, plan: TopicPlan, topics: list[str]) -> None:
+def _create(admin: Any, plan: TopicPlan, topics: list[str]) -> None:
     specs = {
         name: {
             "num_partitions": 1,
@@ -144,7 +142,7 @@ def _create(admin: KafkaAdminClient, plan: TopicPlan, topics: list[str]) -> None
             f"{plan.replication}: the cluster has {brokers} broker(s); pass --replication "
             f"{max(1, brokers)} or less"
         ) from exc
-    except KafkaError as exc:
+    except KafkaPythonError as exc:
         # One line: kafka-python's message can hold the whole request (kilobytes).
         raise ProvisioningError(
             f"creating {len(topics)} topics for app {plan.app!r} failed: {_short(exc)}; "
@@ -152,7 +150,7 @@ def _create(admin: KafkaAdminClient, plan: TopicPlan, topics: list[str]) -> None
         ) from exc
 
 
-def _check_replication(admin: KafkaAdminClient, plan: TopicPlan, existing: list[str]) -> None:
+def _check_replication(admin: Any, plan: TopicPlan, existing: list[str]) -> None:
     """Refuse a --replication the app's existing topics were not created with.
 
     A topic keeps the factor it was created with; accepting another one silently
@@ -176,7 +174,7 @@ def _check_replication(admin: KafkaAdminClient, plan: TopicPlan, existing: list[
         )
 
 
-def _short(exc: KafkaError, limit: int = 200) -> str:
+def _short(exc: KafkaPythonError, limit: int = 200) -> str:
     """The error's class and description (else its message's first line, cut): never
     its whole payload."""
     text = getattr(exc, "description", "") or next(iter(str(exc).splitlines()), "")

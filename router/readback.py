@@ -6,9 +6,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka import TopicPartition
-
-from framework.kernel.kafka_settings import assigned_consumer
+from framework.kafka.consumer import assigned_consumer, partition_zero
 from router.errors import RouterError
 
 __all__ = ["read_topics"]
@@ -26,7 +24,7 @@ def read_topics(
     The end offsets are taken first, so records produced meanwhile are not
     waited for; raises `RouterError` if the end is not reached within `timeout`.
     """
-    partitions = [TopicPartition(topic, 0) for topic in topics]
+    partitions = [partition_zero(topic) for topic in topics]
     consumer = assigned_consumer(
         bootstrap, "sessionizer-readback", properties or {}, auto_offset_reset="earliest"
     )

@@ -22,15 +22,19 @@ the log alone, so a replay decides the same way (docs/sessions.md):
   record confirms it (it is not more than `max_lead` behind it) or refutes it;
 - when the ignore list would outgrow `IGNORE_LIST_BUDGET_BYTES`, the oldest open
   session is closed there and then, marked `truncated`.
+
+The engine owns its state: `snapshot(offset)` returns the `StreamState` a commit
+stores; `export_state()` the rest (`EngineState`), which `restore` builds the
+next owner's engine from (a handover; `sessionizer.handover` encodes it).
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from typing import Any
 
 from sessionizer import hooks
+from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.producer_clocks import ProducerClocks, skew_ms
@@ -53,15 +57,6 @@ from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 __all__ = ["EngineCounters", "SessionEngine"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Parked:
-    """A record dated more than `max_lead` ahead, waiting for the next record's verdict."""
-
-    record: Record
-    event_time_ms: int
-    stream_time_ms: int | None
-
-
 class SessionEngine:
     """The sessions of one stream, driven by a `StreamProcessor`'s hooks."""
 
@@ -80,7 +75,7 @@ class SessionEngine:
         self.processor = processor
         self.timing = Timing.of(processor)
         self._epoch = state.epoch
-        self._stream_time = state.stream_time_ms
+        self._stream_time_ms = state.stream_time_ms
         # Who writes the stream (several producers: docs/sessions.md), as of the safe offset.
         self._clocks = ProducerClocks(skew_ms(processor), state.producers)
         self._tracker = SafeOffsetTracker(
@@ -95,7 +90,7 @@ class SessionEngine:
         self._deadlines: list[tuple[int, str]] = []
         self._folds: list[tuple[int, str]] = []
         self._budget = ignore_budget_bytes
-        self._parked: _Parked | None = None
+        self._parked: Parked | None = None
         self._fragments = self._watermarks = self._sessions = 0
         self._late = self._skipped = self._hook_failures = 0
         self._future = self._truncated = self._invalid_watermarks = 0
@@ -103,7 +98,7 @@ class SessionEngine:
     @property
     def stream_time_ms(self) -> int | None:
         """The largest event time seen (None before the first record)."""
-        return self._stream_time
+        return self._stream_time_ms
 
     @property
     def counters(self) -> EngineCounters:
@@ -171,7 +166,7 @@ class SessionEngine:
                 f"stream {self.stream}: snapshot at offset {next_offset}, but records up to "
                 f"{self._tracker.next_offset - 1} have been processed"
             )
-        self._tracker.advance(next_offset, self._stream_time)
+        self._tracker.advance(next_offset, self._stream_time_ms)
         return StreamState(
             stream=self.stream,
             epoch=self._epoch,
@@ -184,6 +179,57 @@ class SessionEngine:
             producers=self._clocks.saved_before(self._tracker.safe_offset),
         )
 
+    @property
+    def next_offset(self) -> int:
+        """The offset of the next record the engine expects (one past the last it read)."""
+        return self._tracker.next_offset
+
+    @property
+    def ignore_budget_bytes(self) -> int:
+        """The ignore list's budget this engine closes sessions to stay within."""
+        return self._budget
+
+    def export_state(self) -> EngineState:
+        """Return what the engine holds beyond `snapshot`'s `StreamState`, for a handover.
+
+        The value holds the engine's parts themselves (see `EngineState`): export an
+        engine that is done, and restore the value once.
+        """
+        return EngineState(
+            stream_time_ms=self._stream_time_ms,
+            tracker=self._tracker,
+            timelines=tuple(self._timelines.values()),
+            deadlines=tuple(self._deadlines),
+            folds=tuple(self._folds),
+            parked=self._parked,
+            clocks=self._clocks,
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        processor: StreamProcessor[Any],
+        state: StreamState,
+        saved: EngineState,
+        *,
+        ignore_budget_bytes: int = IGNORE_LIST_BUDGET_BYTES,
+    ) -> SessionEngine:
+        """Build the engine that exported `saved`, for the owner that loaded `state`.
+
+        The engine takes `saved`'s parts over.  It does not check that they extend
+        `state`: a handover checks the document first (`sessionizer.handover_check`)
+        and the restored engine's `snapshot` after (`sessionizer.handover`).
+        """
+        engine = cls(state.stream, processor, state, ignore_budget_bytes=ignore_budget_bytes)
+        engine._stream_time_ms = saved.stream_time_ms
+        engine._tracker = saved.tracker
+        engine._timelines = {timeline.key: timeline for timeline in saved.timelines}
+        engine._deadlines = list(saved.deadlines)
+        engine._folds = list(saved.folds)
+        engine._parked = saved.parked
+        engine._clocks = saved.clocks
+        return engine
+
     def _expect(self, offset: int) -> None:
         if offset < self._tracker.next_offset:
             raise OffsetOrderError(
@@ -192,7 +238,7 @@ class SessionEngine:
             )
 
     def _settle(self, offset: int, outputs: list[EngineOutput]) -> list[EngineOutput]:
-        self._tracker.advance(offset + 1, self._stream_time)
+        self._tracker.advance(offset + 1, self._stream_time_ms)
         # After every record, not at commits: a replay meets the same records and so
         # makes the same decision at the same offset.
         if self._tracker.ignore_bytes() > self._budget:
@@ -243,7 +289,7 @@ class SessionEngine:
         if lead is None:  # the default: no clock to look at, for every record
             return False
         # Several producers: of the fastest producer's clock, at least.
-        reference = self._clocks.lead_reference(self._stream_time)
+        reference = self._clocks.lead_reference(self._stream_time_ms)
         # A stream's first event time has nothing to be measured against: it is taken.
         if reference is None:
             return False
@@ -251,9 +297,9 @@ class SessionEngine:
 
     def _park(self, record: Record, event_time: int) -> None:
         """Hold a record dated too far ahead until the next record's verdict."""
-        self._parked = _Parked(record, event_time, self._stream_time)
+        self._parked = Parked(record, event_time, self._stream_time_ms)
         # A replay from a commit made now must meet it again, to judge it the same way.
-        self._tracker.hold(_offset(record), self._stream_time)
+        self._tracker.hold(_offset(record), self._stream_time_ms)
 
     def _resolve_parked(self, event_time: int | None) -> list[EngineOutput]:
         """Let the next record's event time confirm or refute the parked record (None: confirm)."""
@@ -286,7 +332,7 @@ class SessionEngine:
         self, offset: int, key: str, record_ts: int, value: dict[str, Any], event_time: int
     ) -> list[EngineOutput]:
         """Skip, reject as late, or add a fragment to its key's sessions."""
-        before = self._stream_time
+        before = self._stream_time_ms
         if self._tracker.should_skip(key, offset, event_time):
             # Already in a finished session; it still moves stream time, as it did then.
             self._skipped += 1
@@ -334,12 +380,14 @@ class SessionEngine:
 
     def _advance(self, event_time: int | None) -> list[EngineOutput]:
         """Raise stream time to `event_time` (None: keep it), then fold and close what is due."""
-        if event_time is not None and (self._stream_time is None or event_time > self._stream_time):
-            self._stream_time = event_time
-        if self._stream_time is None:
+        if event_time is not None and (
+            self._stream_time_ms is None or event_time > self._stream_time_ms
+        ):
+            self._stream_time_ms = event_time
+        if self._stream_time_ms is None:
             return []  # several producers, and the slowest has no clock yet
         # Even without a new stream time, a fragment (an END) can be final at once.
-        line = self._stream_time - self.timing.grace_ms
+        line = self._stream_time_ms - self.timing.grace_ms
         folds = self._folds
         while folds and folds[0][0] <= line:
             due, key = heapq.heappop(folds)

@@ -8,10 +8,12 @@ far-future record.  The next owner rebuilds the engine from it
 (`restore_engine`) and reads on from the committed offset instead of replaying
 from the safe offset (docs/sessions.md, "Handover").
 
-The engine's own attributes are read and written here, in one place, on top of
-the parts' `export_state` / `restore_state` (`KeyTimeline`, `Segment`,
-`SafeOffsetTracker`).  `CARRIED`, `REBUILT` and `PER_OWNER` name every engine
-attribute; a test fails when the engine gains one that is in none of them.
+The engine owns what is handed over: `SessionEngine.export_state()` returns it
+as an `EngineState` and `SessionEngine.restore` builds an engine from one
+(`sessionizer.engine_state`).  This module is the codec only: it turns an
+`EngineState` into the document, on top of the parts' `export_state` /
+`restore_state` (`KeyTimeline`, `Segment`, `SafeOffsetTracker`,
+`ProducerClocks`), and back.
 
 Safety: `restore_engine` refuses (raises `HandoverUnavailable`, and the node
 replays) data of another format, processor, timing (every processor setting the
@@ -33,7 +35,8 @@ from typing import Any, Final
 import msgpack
 
 from framework.kernel.watermark import Watermark as AnyWatermark
-from sessionizer.engine import SessionEngine, _Parked
+from sessionizer.engine import SessionEngine
+from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import SessionError
 from sessionizer.handover_check import engine_problem
 from sessionizer.processor import StreamProcessor, Timing
@@ -44,41 +47,16 @@ from state.record import StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
 __all__ = [
-    "CARRIED",
     "FORMAT_VERSION",
-    "PER_OWNER",
-    "REBUILT",
     "HandoverUnavailable",
+    "decode_state",
+    "encode_state",
     "export_engine",
     "processor_identity",
     "restore_engine",
 ]
 
 FORMAT_VERSION: Final = 1
-CARRIED: Final = (
-    "_stream_time",
-    "_tracker",
-    "_timelines",
-    "_deadlines",
-    "_folds",
-    "_parked",
-    "_clocks",
-)
-"""The engine attributes a handover carries."""
-REBUILT: Final = ("stream", "processor", "timing", "_epoch", "_budget")
-"""The engine attributes the next owner's constructor sets (from its processor and state)."""
-PER_OWNER: Final = (
-    "_fragments",
-    "_watermarks",
-    "_sessions",
-    "_late",
-    "_skipped",
-    "_hook_failures",
-    "_future",
-    "_truncated",
-    "_invalid_watermarks",
-)
-"""The engine's counters: what this owner did, so they start at zero on the next."""
 
 _DECODE_ERRORS = (
     KeyError,
@@ -116,29 +94,50 @@ def export_engine(engine: SessionEngine) -> bytes:
     A session object the processor cannot dump (the default accepts plain msgpack
     types only, see `StreamProcessor.dump_session`) makes the whole stream replay.
     """
-    dump = _dumper(engine)
-    parked = engine._parked
-    state = {
-        "time": engine._stream_time,
-        "tracker": engine._tracker.export_state(),
-        "timelines": [timeline.export_state(dump) for timeline in engine._timelines.values()],
-        "deadlines": [list(item) for item in engine._deadlines],
-        "folds": [list(item) for item in engine._folds],
-        "parked": None if parked is None else _parked_data(parked),
-        "clocks": engine._clocks.export_state(),
-    }
     document = {
         "v": FORMAT_VERSION,
         "processor": processor_identity(engine.processor),
         "timing": list(astuple(engine.timing)),
-        "budget": engine._budget,
-        "engine": state,
+        "budget": engine.ignore_budget_bytes,
+        "engine": encode_state(engine.export_state(), _dumper(engine.processor, engine.stream)),
     }
     try:
         packed: bytes = msgpack.packb(document, use_bin_type=True, strict_types=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise HandoverUnavailable(engine.stream, f"a fragment cannot be packed: {exc}") from exc
     return packed
+
+
+def encode_state(saved: EngineState, dump: Callable[[Any], bytes]) -> dict[str, Any]:
+    """The document's engine map (msgpack-able) of `saved`; `dump` packs a session object.
+
+    Its keys are `sessionizer.handover_check.ENGINE_FIELDS`.
+    """
+    parked = saved.parked
+    return {
+        "time": saved.stream_time_ms,
+        "tracker": saved.tracker.export_state(),
+        "timelines": [timeline.export_state(dump) for timeline in saved.timelines],
+        "deadlines": [list(item) for item in saved.deadlines],
+        "folds": [list(item) for item in saved.folds],
+        "parked": None if parked is None else _parked_data(parked),
+        "clocks": saved.clocks.export_state(),
+    }
+
+
+def decode_state(
+    data: Mapping[str, Any], load: Callable[[bytes], Any], timing: Timing
+) -> EngineState:
+    """The `EngineState` of a checked engine map (`engine_problem` found nothing in it)."""
+    return EngineState(
+        stream_time_ms=data["time"],
+        tracker=SafeOffsetTracker.restore_state(data["tracker"]),
+        timelines=tuple(KeyTimeline.restore_state(item, load) for item in data["timelines"]),
+        deadlines=tuple((due, key) for due, key in data["deadlines"]),
+        folds=tuple((due, key) for due, key in data["folds"]),
+        parked=None if data["parked"] is None else _parked_from(data["parked"]),
+        clocks=ProducerClocks.restore_state(data["clocks"], timing.max_producer_skew_ms),
+    )
 
 
 def restore_engine(
@@ -180,10 +179,14 @@ def restore_engine(
     problem = engine_problem(saved, state, settings)
     if problem is not None:
         raise HandoverUnavailable(stream, f"the engine state does not extend the record: {problem}")
-    engine = SessionEngine(stream, processor, resume=state, ignore_budget_bytes=ignore_budget_bytes)
     try:
-        _restore(engine, saved, _loader(processor))
-        read_up_to = engine._tracker.next_offset
+        engine = SessionEngine.restore(
+            processor,
+            state,
+            decode_state(saved, _loader(processor), settings),
+            ignore_budget_bytes=ignore_budget_bytes,
+        )
+        read_up_to = engine.next_offset
         check = engine.snapshot(state.committed_offset)
     except HandoverUnavailable:
         raise
@@ -196,27 +199,13 @@ def restore_engine(
     return engine
 
 
-def _restore(engine: SessionEngine, saved: Mapping[str, Any], load: Callable[[bytes], Any]) -> None:
-    engine._stream_time = saved["time"]
-    engine._tracker = SafeOffsetTracker.restore_state(saved["tracker"])
-    timelines = [KeyTimeline.restore_state(item, load) for item in saved["timelines"]]
-    engine._timelines = {timeline.key: timeline for timeline in timelines}
-    engine._deadlines = [(due, key) for due, key in saved["deadlines"]]
-    engine._folds = [(due, key) for due, key in saved["folds"]]
-    parked = saved["parked"]
-    engine._parked = None if parked is None else _parked_from(parked)
-    skew = engine.timing.max_producer_skew_ms
-    engine._clocks = ProducerClocks.restore_state(saved["clocks"], skew)
-
-
 def _show(value: object, limit: int = 120) -> str:
     """A bounded repr of a decoded value, for a reason text."""
     return repr(value)[:limit]
 
 
-def _dumper(engine: SessionEngine) -> Callable[[Any], bytes]:
+def _dumper(processor: StreamProcessor[Any], stream: str) -> Callable[[Any], bytes]:
     """Pack one session object: exact msgpack types by default, else the processor's hook."""
-    processor, stream = engine.processor, engine.stream
     custom = type(processor).dump_session is not StreamProcessor.dump_session
 
     def dump(session: Any) -> bytes:
@@ -248,7 +237,7 @@ def _loader(processor: StreamProcessor[Any]) -> Callable[[bytes], Any]:
     return load
 
 
-def _parked_data(parked: _Parked) -> list[Any]:
+def _parked_data(parked: Parked) -> list[Any]:
     record = parked.record
     body: list[Any]
     if isinstance(record, AnyWatermark):
@@ -259,11 +248,11 @@ def _parked_data(parked: _Parked) -> list[Any]:
     return [body, parked.event_time_ms, parked.stream_time_ms]
 
 
-def _parked_from(data: list[Any]) -> _Parked:
+def _parked_from(data: list[Any]) -> Parked:
     (key, timestamp, rest, offset), event_time, stream_time = data
     record: Record = (
         AnyWatermark(timestamp, end=rest[0], offset=offset, producer=rest[1])
         if key is None
         else Fragment(offset, key, timestamp, rest)
     )
-    return _Parked(record, event_time, stream_time)
+    return Parked(record, event_time, stream_time)

@@ -44,7 +44,7 @@ from state.tracker import ENTRY_OVERHEAD_BYTES
 __all__ = ["ENGINE_FIELDS", "engine_problem"]
 
 ENGINE_FIELDS: Final = ("time", "tracker", "timelines", "deadlines", "folds", "parked", "clocks")
-"""The keys of the document's engine map (`sessionizer.handover.export_engine`)."""
+"""The keys of the document's engine map (`sessionizer.handover.encode_state`)."""
 
 _INT64: Final = (-(2**63), 2**63 - 1)
 

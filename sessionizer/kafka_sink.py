@@ -1,9 +1,11 @@
 """`KafkaSink`: a node's sessions to `<app>.sessions`, dead letters to `<app>.deadletter`.
 
-Sends are asynchronous; the futures of everything sent since the last
-`flush` are kept and checked there, so a failure can never be reported once
-and then forgotten: `flush` raises `SinkError` for any send that did not reach
-the brokers within `delivery_timeout`, and the node then rewinds instead of
+The sink is client-agnostic: it writes through the client layer's
+`RecordProducer` (`framework.kafka`), kafka-python or confluent-kafka, which
+`open_kafka_sink` chooses. Sends are asynchronous; every failed delivery since
+the last `flush` comes back there, so a failure can never be reported once and
+then forgotten: `flush` raises `SinkError` for any send that did not reach the
+brokers within `delivery_timeout`, and the node then rewinds instead of
 committing. A session the broker refuses as too large is the one permanent
 failure: a session becomes its reference dead letter, a dead letter is sent
 again without the original value, and `flush` goes on.
@@ -14,11 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaProducer
-from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
-from kafka.partitioner.default import DefaultPartitioner
-from kafka.producer.future import FutureRecordMetadata
-
+from framework.kafka.errors import FlushIncomplete, RecordTooLarge, SendFailed
+from framework.kafka.producer import RecordProducer, open_producer
+from framework.kernel.transport import KafkaClient
 from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import (
@@ -27,9 +27,8 @@ from sessionizer.sinks import (
     DeadLetter,
 )
 
-__all__ = ["KafkaSink"]
+__all__ = ["KafkaSink", "open_kafka_sink"]
 
-_TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 # A request must be able to time out (and be retried) inside the delivery timeout.
 _REQUEST_SHARE = 0.5
 # kafka-python wakes its I/O thread (a socket write, then a GIL hand-over) for every new
@@ -44,14 +43,12 @@ class KafkaSink(BrokerSink):
 
     def __init__(
         self,
-        bootstrap: str,
+        producer: RecordProducer,
         sessions_topic: str,
         deadletter_topic: str,
         *,
-        client_id: str,
         delivery_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        settings: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             sessions_topic,
@@ -59,58 +56,42 @@ class KafkaSink(BrokerSink):
             delivery_timeout=delivery_timeout,
             max_message_bytes=max_message_bytes,
         )
-        # What was sent since the last flush, with the item each send carried.
-        self._pending: list[tuple[FutureRecordMetadata, FinishedSession | DeadLetter]] = []
-        timeout_ms = int(delivery_timeout * 1000)
-        self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=20,
-            compression_type="lz4",
-            client_id=client_id,
-            delivery_timeout_ms=timeout_ms,
-            request_timeout_ms=max(1000, int(timeout_ms * _REQUEST_SHARE)),
-            # `send` blocks for metadata or buffer space at most this long, then raises.
-            max_block_ms=timeout_ms,
-            max_request_size=max_message_bytes + 64 * 1024,
-            # The user's settings last: theirs win, batch_size and partitioner included.
-            **{
-                "batch_size": min(_BATCH_BYTES, max_message_bytes),
-                "partitioner": _OnePartitionFirst(),
-                **(settings or {}),
-            },
-        )
+        self._producer = producer
+        self._sent = 0  # sends since the last flush
 
     def flush(self) -> None:
         """Wait until every send since the last flush is acknowledged by all in-sync replicas."""
-        pending, self._pending = self._pending, []
+        sent, self._sent = self._sent, 0
+        topics = f"{self.sessions_topic}/{self.deadletter_topic}"
         try:
-            self._producer.flush(timeout=self.delivery_timeout)
-        except KafkaError as exc:
+            failures = self._producer.flush(self.delivery_timeout)
+        except FlushIncomplete as exc:
+            left = sent if exc.left is None else exc.left
             raise SinkError(
-                f"{len(pending)} sends to {self.sessions_topic}/{self.deadletter_topic} were not "
-                f"acknowledged within {self.delivery_timeout:g} s ({exc!r}); state is not "
-                "committed, so their streams are rewound and replayed"
+                f"{left} sends to {topics} were not acknowledged within "
+                f"{self.delivery_timeout:g} s ({exc.detail}); state is not committed, so their "
+                "streams are rewound and replayed"
             ) from exc
-        failed = [(future, item) for future, item in pending if future.failed()]
-        transient = [future for future, _ in failed if not _too_large(future)]
-        for future, item in failed:
-            if _too_large(future):
-                self._refused(item, repr(future.exception))
+        transient = [f for f in failures if not f.too_large or f.token is None]
         if transient:
-            self._pending.clear()
             raise SinkError(
-                f"{len(transient)} of {len(pending)} sends to {self.sessions_topic}/"
-                f"{self.deadletter_topic} failed (first: {transient[0].exception!r}); state is "
-                "not committed, so their streams are rewound and replayed"
+                f"{len(transient)} of {sent} sends to {topics} failed (first: "
+                f"{transient[0].detail}); state is not committed, so their streams are rewound "
+                "and replayed"
             )
-        if self._pending:  # what stands for the items the broker refused
+        for failure in failures:
+            item = failure.token
+            assert isinstance(item, FinishedSession | DeadLetter)  # what `_send` gave as token
+            self._refused(item, failure.detail)
+        if failures:  # flush what stands for the items the broker refused
             self.flush()
 
     def close(self) -> None:
-        """Close the producer without waiting for unsent records (the caller flushed first)."""
-        self._producer.close(timeout=min(self.delivery_timeout, 5.0))
+        """Close the producer, waiting briefly for what is queued (the caller flushed first).
+
+        What is still unsent then is dropped: its streams' state was not committed.
+        """
+        self._producer.close(min(self.delivery_timeout, 5.0))
 
     def _send(
         self,
@@ -121,40 +102,73 @@ class KafkaSink(BrokerSink):
         item: FinishedSession | DeadLetter,
     ) -> None:
         try:
-            future = self._producer.send(topic, key=key, value=value, headers=headers)
-        except _TOO_LARGE as exc:
-            self._refused(item, repr(exc))
+            self._producer.send(topic, key, value, headers=headers, token=item)
+        except RecordTooLarge as exc:
+            self._refused(item, exc.detail)
             return
-        except KafkaError as exc:  # no metadata or buffer space within max_block_ms
+        except SendFailed as exc:  # no metadata or buffer space in time
             raise SinkError(
-                f"cannot send to {topic} ({exc!r}); state is not committed, so the stream is "
+                f"cannot send to {topic} ({exc.detail}); state is not committed, so the stream is "
                 "rewound and replayed"
             ) from exc
-        self._pending.append((future, item))
+        self._sent += 1
 
 
-class _OnePartitionFirst(DefaultPartitioner):  # type: ignore[misc]  # kafka-python is untyped
-    """kafka-python's default choice of partition, without hashing a key when there is one.
+def open_kafka_sink(
+    client: KafkaClient,
+    bootstrap: str,
+    sessions_topic: str,
+    deadletter_topic: str,
+    *,
+    client_id: str,
+    delivery_timeout: float = 30.0,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    properties: Mapping[str, str] | None = None,
+) -> KafkaSink:
+    """A `KafkaSink` over the `client` choice (acks=all, idempotent, lz4); `properties` win."""
+    user = dict(properties or {})
+    timeout_ms = int(delivery_timeout * 1000)
 
-    The project's output topics have one partition: the pure-Python murmur2 of every
-    session id picked partition 0 anyway, at a few percent of the node's loop.
-    """
+    def kafka_python() -> dict[str, Any]:
+        from framework.kafka.kafka_python import OnePartitionFirst, producer_settings
 
-    def partition(
-        self,
-        topic: str,
-        key: Any,
-        serialized_key: bytes | None,
-        value: Any,
-        serialized_value: bytes | None,
-        cluster: Any,
-    ) -> int:
-        """The partition of a record (`DefaultPartitioner`'s, by the key's murmur2 hash)."""
-        partitions = cluster.partitions_for_topic(topic)
-        if serialized_key is not None and partitions is not None and len(partitions) == 1:
-            return int(next(iter(partitions)))
-        return int(super().partition(topic, key, serialized_key, value, serialized_value, cluster))
+        return {
+            "bootstrap_servers": bootstrap,
+            "acks": "all",
+            "enable_idempotence": True,
+            "linger_ms": 20,
+            "compression_type": "lz4",
+            "client_id": client_id,
+            "delivery_timeout_ms": timeout_ms,
+            "request_timeout_ms": max(1000, int(timeout_ms * _REQUEST_SHARE)),
+            # `send` blocks for metadata or buffer space at most this long, then raises.
+            "max_block_ms": timeout_ms,
+            "max_request_size": max_message_bytes + 64 * 1024,
+            # The user's settings last: theirs win, batch_size and partitioner included.
+            "batch_size": min(_BATCH_BYTES, max_message_bytes),
+            "partitioner": OnePartitionFirst(),
+            **producer_settings(user),
+        }
 
+    def confluent() -> dict[str, Any]:
+        return {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "delivery.timeout.ms": timeout_ms,
+            "message.max.bytes": max_message_bytes + 64 * 1024,
+            # The user's properties last: theirs win (the reserved ones cannot be set).
+            **user,
+        }
 
-def _too_large(future: FutureRecordMetadata) -> bool:
-    return isinstance(future.exception, _TOO_LARGE)
+    producer = open_producer(client, kafka_python=kafka_python, confluent=confluent)
+    return KafkaSink(
+        producer,
+        sessions_topic,
+        deadletter_topic,
+        delivery_timeout=delivery_timeout,
+        max_message_bytes=max_message_bytes,
+    )

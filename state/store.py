@@ -1,5 +1,9 @@
 """`StateStore`, the interface the node uses, and `FencedStateStore`, which implements it.
 
+What the node's checkpoint (`framework.node.checkpoint`) needs of a store is on the
+Protocol: load, commit (one or many), release, the `version` a handover names, and
+the `sizes` its metrics show.
+
 Fencing (docs/CONTRACTS.md): a stored record has a version.  Taking a stream
 bumps that version (a version-checked `set` of the znode in ZooKeeper,
 `VersionedMemory.take` in tests); the new version is the owner's *epoch*.
@@ -16,7 +20,7 @@ node, `VersionedMemory` in tests (`MemoryStateStore`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -59,6 +63,16 @@ class StateStore(Protocol):
 
     def release(self, stream: str) -> None:
         """Stop owning the stream here: later commits of it raise `StateError`."""
+        ...
+
+    def version(self, stream: str) -> int | None:
+        """The version of the stream's record as last written or loaded here; None if not
+        owned here.  A handover is for the next owner's epoch: this plus one."""
+        ...
+
+    @property
+    def sizes(self) -> Mapping[str, int]:
+        """Bytes of the last record committed, per owned stream (for the node's metrics)."""
         ...
 
 

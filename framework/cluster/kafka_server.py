@@ -158,31 +158,23 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
 
     `properties` are client properties (standard names) for a secured listener.
     """
-    from kafka import KafkaAdminClient  # imported late: slow, and only needed here
-    from kafka.errors import KafkaError
-
-    from framework.kernel.kafka_settings import kafka_python_config
+    # imported late: slow, and only needed here
+    from framework.kafka.admin import KafkaPythonError, admin_client
 
     # A cheap TCP check first: kafka-python logs a warning per refused connection,
     # which would flood the output while a broker boots.
     if not any(_listening(address) for address in bootstrap.split(",")):
         return set()
     try:
-        admin = KafkaAdminClient(
-            **kafka_python_config(
-                properties or {},
-                KafkaAdminClient.DEFAULT_CONFIG,
-                bootstrap_servers=bootstrap,
-                request_timeout_ms=5000,
-                client_id="sessionizer-probe",
-            )
+        admin = admin_client(
+            bootstrap, properties, request_timeout_ms=5000, client_id="sessionizer-probe"
         )
-    except (KafkaError, OSError, ValueError):
+    except (KafkaPythonError, OSError, ValueError):
         return set()
     try:
         described = admin.describe_cluster()
         return {b["broker_id"] for b in described["brokers"] if not b.get("is_fenced")}
-    except (KafkaError, OSError):
+    except (KafkaPythonError, OSError):
         return set()
     finally:
         admin.close()

@@ -18,8 +18,6 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kafka import KafkaProducer
-
 from framework.commands.options import connection_from_args
 from framework.dead_letters import (
     DeadLetterError,
@@ -32,10 +30,9 @@ from framework.dead_letters import (
     replay,
 )
 from framework.kernel.config import ConnectionConfig
-from framework.kernel.kafka_settings import kafka_python_settings
 from framework.node.loader import load_processor
 from router.naming import deadletter_topic, sessions_topic
-from sessionizer.kafka_sink import KafkaSink
+from sessionizer.kafka_sink import open_kafka_sink
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import PAYLOAD_REFERENCE, UnsendableSession, encode_session
 
@@ -231,13 +228,13 @@ def _send(connection: ConnectionConfig, sessions: list[FinishedSession]) -> None
     """Send the rebuilt sessions as a node does (acks=all, idempotent), then wait for them."""
     if not sessions:
         return
-    settings = kafka_python_settings(connection.kafka_config, KafkaProducer.DEFAULT_CONFIG)
-    sink = KafkaSink(
+    sink = open_kafka_sink(
+        "kafka-python",
         connection.bootstrap,
         sessions_topic(connection.app),
         deadletter_topic(connection.app),
         client_id="sessionizer-deadletters",
-        settings=settings,
+        properties=connection.kafka_config,
     )
     try:
         for session in sessions:

@@ -34,12 +34,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
 from framework.commands.options import connection_from_args
+from framework.kafka.admin import KafkaPythonError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import app_client, root_acl_kind
 from framework.progress import state_columns
@@ -128,7 +128,7 @@ class StatusReader:
         status["errors"] = self._errors
         return status
 
-    def _kafka_failed(self, exc: KafkaError) -> None:
+    def _kafka_failed(self, exc: KafkaPythonError) -> None:
         self._errors.append(
             f"cannot read Kafka at {self._connection.bootstrap} ({_first_line(exc)}), so LAG "
             "and end offsets are unknown; is it up, and --bootstrap right?"

@@ -24,7 +24,6 @@ from framework.kernel.errors import ConfigError
 
 __all__ = [
     "LIBRDKAFKA_LOGGER",
-    "assigned_consumer",
     "java_client_settings",
     "kafka_python_config",
     "kafka_python_settings",
@@ -88,30 +87,6 @@ def kafka_python_config(
     in the file at all (`framework.kernel.client_settings.RESERVED_PROPERTIES`).
     """
     return {**defaults, **kafka_python_settings(properties, accepted)}
-
-
-def assigned_consumer(
-    bootstrap: str, client_id: str, properties: Mapping[str, str] | None = None, **extra: Any
-) -> Any:
-    """A kafka-python `KafkaConsumer` for `assign` + `seek`: no group, nothing auto-committed.
-
-    Every reader of the project's topics is one of these (the node's source, status,
-    read-back, the handover reader); `extra` keywords and then the user's properties
-    go on top.
-    """
-    from kafka import KafkaConsumer  # imported late: this module stays a light leaf
-
-    return KafkaConsumer(
-        **kafka_python_config(
-            properties or {},
-            KafkaConsumer.DEFAULT_CONFIG,
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            client_id=client_id,
-            **extra,
-        )
-    )
 
 
 def librdkafka_logger() -> logging.Logger:

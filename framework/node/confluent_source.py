@@ -1,166 +1,23 @@
 """`ConfluentRecordSource`: the node's `RecordSource` over confluent-kafka (librdkafka).
 
-Same contract as `KafkaRecordSource`: manual assignment, no group membership,
-no commits, and `auto.offset.reset=error`, so a position outside the log is
-reported (`Fetched.outside`) instead of being moved silently.
-
-`Consumer.consume()` hands out a list of messages in which records of some
-streams and errors of others arrive together. librdkafka never hands a message
-out twice, so every record in that list goes to the node, and the errors are
-reported beside them (`Fetched`): raising on an error would drop the records
-around it, and the next commit would move past them.
+The `KafkaRecordSource` adapter over the client layer's confluent-kafka reader
+(`framework.kafka.confluent_reader`): same contract, and every record
+`consume()` handed out goes to the node with the errors beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import cast
+from collections.abc import Mapping
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
-
-from framework.kernel.kafka_settings import librdkafka_logger
-from framework.node.errors import NodeError
-from framework.node.ports import Fetched, SourceRecord
+from framework.node.kafka_source import KafkaRecordSource
 
 __all__ = ["ConfluentRecordSource"]
 
-_BOUNDS_TIMEOUT_S = 10.0
-_OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
-
-# Not frozen: one is made per record, and a frozen dataclass's __init__ costs about
-# twice as much (object.__setattr__ per field).  Nothing assigns to one after it is made.
-@dataclass(slots=True)
-class _Record:
-    topic: str
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes]] | None
-
-
-class ConfluentRecordSource:
-    """Reads single-partition streams from chosen offsets."""
+class ConfluentRecordSource(KafkaRecordSource):
+    """Reads single-partition streams from chosen offsets, through confluent-kafka."""
 
     def __init__(
         self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
     ) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "logger": librdkafka_logger(),  # its lines as log records, not stderr text
-                # librdkafka wants a group id; nothing is ever committed or joined with it.
-                "group.id": f"{client_id}-unused",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "error",
-                "enable.partition.eof": False,
-                # The user's properties last: theirs win (the reserved ones cannot be set).
-                **(properties or {}),
-            }
-        )
-        self._positions: dict[str, int] = {}
-        try:
-            # librdkafka connects lazily and retries for ever: ask once, so a wrong address
-            # fails the node at start with one clear line instead of a silent retry loop.
-            self._consumer.list_topics(timeout=_BOUNDS_TIMEOUT_S)
-        except KafkaException as exc:
-            self._consumer.close()
-            raise NodeError(f"cannot reach Kafka at {bootstrap} ({exc})") from exc
-
-    def assign(self, positions: Mapping[str, int]) -> None:
-        """Read exactly these streams, each from the given offset."""
-        self._positions = dict(positions)
-        self._consumer.assign([TopicPartition(s, 0, offset) for s, offset in positions.items()])
-
-    def poll(self, timeout: float, max_records: int) -> Fetched:
-        """Every record `consume()` handed out, per stream; its errors reported beside them."""
-        try:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        except KafkaException as exc:  # raised before any message was handed out
-            return Fetched(error=f"reading the streams failed ({exc!r}); retrying")
-        batches: dict[str, list[SourceRecord]] = {}
-        outside: list[str] = []
-        errors: dict[str, str] = {}
-        general: str | None = None
-        batch: list[SourceRecord] = []
-        batch_topic = None
-        for message in messages:
-            error = message.error()
-            topic = message.topic() or ""
-            if error is not None:
-                if topic and error.code() in _OUT_OF_RANGE:
-                    outside.append(topic)
-                elif topic:
-                    errors[topic] = f"reading {topic} failed ({error})"
-                else:
-                    general = f"reading the streams failed ({error})"
-                continue  # and on: the records around it were handed out all the same
-            if topic != batch_topic:  # runs of one topic: one dict lookup per run, not per record
-                batch_topic = topic
-                batch = batches.setdefault(topic, [])
-            offset = message.offset() or 0  # None only on error messages, handled above
-            batch.append(
-                _Record(
-                    topic,
-                    offset,
-                    message.key(),
-                    message.value(),
-                    message.timestamp()[1],
-                    cast("list[tuple[str, bytes]] | None", message.headers()),
-                )
-            )
-        for topic, records in batches.items():
-            self._positions[topic] = records[-1].offset + 1
-        positions = {topic: self._positions.get(topic, -1) for topic in outside}
-        return Fetched(batches, positions, errors, general)
-
-    def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
-        """Each stream's (log start, log end) offsets, in two requests for all the streams.
-
-        One watermark query per stream would wait behind the fetch's long poll each
-        time (`fetch.wait.max.ms`): half a second a stream, 30 s for 64 streams.
-        """
-        starts = self._offsets_at(streams, OFFSET_BEGINNING)
-        ends = self._offsets_at(streams, OFFSET_END)
-        return {stream: (starts[stream], ends[stream]) for stream in streams}
-
-    def _offsets_at(self, streams: Sequence[str], which: int) -> dict[str, int]:
-        """ListOffsets for every stream at once (`which`: OFFSET_BEGINNING or OFFSET_END)."""
-        asked = [TopicPartition(stream, 0, which) for stream in streams]
-        try:
-            answered = self._consumer.offsets_for_times(asked, timeout=_BOUNDS_TIMEOUT_S)
-        except KafkaException as exc:
-            raise NodeError(f"cannot read the bounds of {len(streams)} streams ({exc!r})") from exc
-        failed = [f"{tp.topic}: {tp.error}" for tp in answered if tp.error or tp.offset < 0]
-        if failed:
-            raise NodeError(f"cannot read the bounds of {len(failed)} streams: {failed[:3]}")
-        return {tp.topic: int(tp.offset) for tp in answered}
-
-    def ends(self, streams: Sequence[str]) -> Mapping[str, int]:
-        """Each stream's end as librdkafka last saw it in a fetch response (no request)."""
-        ends = {}
-        for stream in streams:
-            try:
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(stream, 0), cached=True
-                )
-            except KafkaException:
-                continue  # not assigned: nothing seen
-            if high >= 0:
-                ends[stream] = int(high)
-        return ends
-
-    def close(self) -> None:
-        """Close the consumer (it never joined a group, so there is nothing to leave)."""
-        self._consumer.close()
+        super().__init__(bootstrap, client_id=client_id, properties=properties, client="confluent")

@@ -1,11 +1,10 @@
-"""`Deliveries`: the node's output path, and the one rule it keeps.
+"""`Deliveries`: the node's output path: sends, flushes, dead letters and their log.
 
-No state commit may cover output the sink has not confirmed (DESIGN section 5).
-At-least-once: output goes to the sink as it is produced, a stream is marked
-`emitted` until the next good flush, and a failed send or flush names every
-such stream for a rewind to its last commit. At-most-once: output waits in
-the stream's `unsent` list until its state is committed, and a stream whose
-list reaches `max_unsent` stops reading until a commit lets it go.
+At-least-once: output goes to the sink as it is produced.  At-most-once: it
+waits in the stream's `unsent` list until its state is committed, and the
+stream is `held` once that list reaches `max_unsent`.  When a flush may happen,
+what a failure rewinds and when held output is sent is the order kept by
+`framework.node.checkpoint.Checkpoint` (DESIGN section 5).
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ class Deliveries:
         if not self.at_least_once:
             task.unsent.extend(outputs)  # sent after the next state commit
             return False
-        task.emitted = True
         try:
             self._send(outputs)
         except SinkError as exc:
@@ -63,13 +61,7 @@ class Deliveries:
         except SinkError as exc:
             self._failed(exc)
             return False
-        for task in tasks:
-            task.emitted = False
         return True
-
-    def rewind_set(self, tasks: Iterable[StreamTask]) -> list[str]:
-        """The streams whose output since the last good flush is not known to be durable."""
-        return sorted(task.stream for task in tasks if task.emitted)
 
     def held(self, task: StreamTask) -> bool:
         """True while the stream's held-back output is at its bound (at-most-once)."""

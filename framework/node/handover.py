@@ -1,8 +1,9 @@
 """`NodeHandover`: a node's side of handovers on planned moves (docs/nodes.md, "Planned moves").
 
-Giving (`give`, from `Node.on_revoked`, after the release's commit): each stream
-whose engine is exactly at its last commit is exported; all their records are
-sent to the handover log and acknowledged together (one wait), then the
+Giving (`give`, step 5 of `framework.node.checkpoint.Checkpoint.release`, after
+the release's commit, for the streams whose engine is exactly at that commit):
+each engine with something a replay would re-read is exported; all their records
+are sent to the handover log and acknowledged together (one wait), then the
 pointers of the acknowledged ones are written; the claims are released after.
 Taking (`resume`, from `Node.on_assigned`, after the state is loaded): the
 record is used only if its pointer matches the loaded epoch and committed
@@ -28,7 +29,7 @@ from sessionizer.processor import StreamProcessor
 from state.errors import StateError
 from state.handover import HandoverMissing, HandoverPointer, HandoverRecord, HandoverStore
 from state.record import StreamState
-from state.store import FencedStateStore, StateStore
+from state.store import StateStore
 
 __all__ = ["NodeHandover", "Resumption"]
 
@@ -75,23 +76,26 @@ class NodeHandover:
 
     # -- giving ------------------------------------------------------------------
 
+    @property
+    def writes(self) -> bool:
+        """True if a planned release writes handovers (a store, and `--handover on`)."""
+        return self.store is not None and self.enabled
+
     def give(self, tasks: Sequence[StreamTask], store: StateStore) -> None:
-        """Hand over each task whose engine is exactly at its last commit (after the commit).
+        """Hand over the tasks, each exactly at its last commit (the checkpoint's step 5).
 
         All the records are sent before any acknowledgement is awaited, and the pointers
         of the acknowledged ones are written together: one wait, one deadline per release.
         """
-        if self.store is None or not self.enabled or not isinstance(store, FencedStateStore):
+        if not self.writes:
             return
         # One deadline for the whole release: a shutdown stays bounded whatever Kafka does.
         self.start_batch()
         records: list[HandoverRecord] = []
         for task in tasks:
             version = store.version(task.stream)
-            if version is None or task.replaying or task.unsent:
-                continue  # not committed here, or output still held: the next owner replays
-            if task.snapshot() != task.committed:
-                continue  # the engine moved past the last commit (its commit failed)
+            if version is None:
+                continue  # not owned here any more: the next owner replays
             if task.committed.safe_offset >= task.committed.committed_offset:
                 continue  # nothing to replay: the next owner needs no handover
             engine = self._export(task)

@@ -1,87 +1,63 @@
-"""`KafkaRecordSource`: the node's `RecordSource` over one kafka-python `KafkaConsumer`.
+"""`KafkaRecordSource`: the node's `RecordSource` over the client layer's assigned reader.
 
-Manual assignment, no consumer group, no auto-commit (DESIGN section 7), and
-no automatic offset reset: a position outside the log is reported
-(`Fetched.outside`), never silently moved to the start or the end.
-
-kafka-python 3.0 raises from `poll` only when it hands out no record in that
-call: an error met after some records were drained from its fetch buffer is
-kept for the next call (`Fetcher.fetched_records`, as the Java client does), and
-the buffered records of the other partitions stay queued. So an exception here
-never stands for records taken from the client (`tests/unit/test_record_source_gaps.py`
-checks this against kafka-python's own fetcher), and the node's gap check
-catches it if a later version changes that.
+The reader (`framework.kafka.reader`, kafka-python or confluent-kafka, chosen by
+`open_reader`) does the reading: manual assignment, no consumer group, no
+auto-commit (DESIGN section 7), no automatic offset reset, and every record it
+took from the client handed out with the failures beside them. This adapter
+gives its fetches as the node's `Fetched` and its failures as `NodeError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError, OffsetOutOfRangeError
-
-from framework.kernel.kafka_settings import assigned_consumer
+from framework.kafka.errors import ClientError
+from framework.kafka.reader import AssignedReader, open_reader
+from framework.kernel.transport import KafkaClient
 from framework.node.errors import NodeError
 from framework.node.ports import Fetched
 
 __all__ = ["KafkaRecordSource"]
-
-_BOUNDS_TIMEOUT_MS = 10_000
 
 
 class KafkaRecordSource:
     """Reads single-partition streams from chosen offsets."""
 
     def __init__(
-        self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
+        self,
+        bootstrap: str,
+        *,
+        client_id: str,
+        properties: Mapping[str, str] | None = None,
+        client: KafkaClient = "kafka-python",
     ) -> None:
-        self._consumer = assigned_consumer(
-            bootstrap, client_id, properties or {}, auto_offset_reset="none"
-        )
+        try:
+            self._reader: AssignedReader = open_reader(
+                client, bootstrap, client_id=client_id, properties=properties
+            )
+        except ClientError as exc:  # the node's start reports it as one clear line
+            raise NodeError(str(exc)) from exc
 
     def assign(self, positions: Mapping[str, int]) -> None:
         """Read exactly these streams, each from the given offset."""
-        partitions = [TopicPartition(stream, 0) for stream in positions]
-        self._consumer.assign(partitions)
-        for partition in partitions:
-            self._consumer.seek(partition, positions[partition.topic])
+        self._reader.assign(positions)
 
     def poll(self, timeout: float, max_records: int) -> Fetched:
         """The next records per stream; streams outside their log and errors beside them."""
-        try:
-            batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
-        except OffsetOutOfRangeError as exc:
-            positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-            if not positions:  # no stream named: said out loud, retried, never skipped
-                return Fetched(error=f"a read position is outside its log ({exc!r})")
-            return Fetched(outside={tp.topic: offset for tp, offset in positions.items()})
-        except KafkaError as exc:
-            return Fetched(error=f"reading the streams failed ({exc!r}); retrying")
-        return Fetched({partition.topic: records for partition, records in batches.items()})
+        got = self._reader.poll(timeout, max_records)
+        return Fetched(got.records, got.outside, got.errors, got.error)
 
     def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
         """Each stream's (log start, log end) offsets."""
-        partitions = [TopicPartition(stream, 0) for stream in streams]
         try:
-            starts = self._consumer.beginning_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
-            ends = self._consumer.end_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
-        except (KafkaError, KeyError) as exc:
-            # kafka-python 3.0 answers without a partition whose leader it does not know yet
-            # (a KeyError in its own lookup): transient, like a broker away.
-            raise NodeError(f"cannot read the bounds of {len(streams)} streams ({exc!r})") from exc
-        return {tp.topic: (starts[tp], ends[tp]) for tp in partitions}
+            return self._reader.bounds(streams)
+        except ClientError as exc:
+            raise NodeError(str(exc)) from exc
 
     def ends(self, streams: Sequence[str]) -> Mapping[str, int]:
         """Each assigned stream's end as its last fetch response gave it (no request)."""
-        assigned = {tp.topic for tp in self._consumer.assignment()}
-        ends = {}
-        for stream in streams:
-            if stream in assigned:
-                end = self._consumer.highwater(TopicPartition(stream, 0))
-                if end is not None:
-                    ends[stream] = int(end)
-        return ends
+        return self._reader.ends(streams)
 
     def close(self) -> None:
-        """Close the consumer."""
-        self._consumer.close()
+        """Close the reader's consumer."""
+        self._reader.close()

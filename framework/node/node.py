@@ -1,18 +1,18 @@
 """`Node`: one process, one loop thread, one record source, one engine per owned stream.
 
-The loop alternates: apply coordinator events (`Coordinator.poll`, which calls
-this node's listener methods on this thread), read records of the owned
-streams and feed them to their engines, and every `commit_interval` flush the
-sink and then commit each stream's state (at-least-once; the reverse for
-at-most-once). kazoo callbacks never reach this class directly; signal
-handlers only call `stop()`.
+The loop reads: poll (apply coordinator events: `Coordinator.poll` calls this
+node's listener methods on this thread), hand the records of the owned streams
+to their tasks, deliver their output, checkpoint.  The order of flushes, state
+commits, rewinds, fencing, the at-most-once hold and the handover write is the
+`framework.node.checkpoint.Checkpoint`'s, its steps numbered there.  kazoo
+callbacks never reach this class directly; signal handlers only call `stop()`.
 
 The guarantees, each unit-tested with fakes of the four parts
 (`tests/unit/test_node_loop.py`):
 
 - no commit covers output the sink did not confirm: a failed send or flush
   rewinds every stream that had output since the last good flush to its last
-  commit (`Deliveries`);
+  commit (`Checkpoint`);
 - an unexpected exception commits nothing: the streams are dropped, released,
   and `run` raises `NodeCrashed`;
 - a stream whose state or position cannot be trusted is quarantined, never
@@ -37,6 +37,7 @@ import structlog
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from framework.kernel.errors import ConfigError, SessionizerError
+from framework.node.checkpoint import Checkpoint
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.errors import NodeCrashed
@@ -47,15 +48,10 @@ from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, N
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, Fetched, RecordSource, SourceRecord
 from framework.node.stats import NodeStats, load_counts, metrics_snapshot
+from framework.node.streams import OwnedStreams
 from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
-from state.errors import (
-    CommitUncertainError,
-    CorruptStateError,
-    FencedError,
-    StateError,
-    StateTooLargeError,
-)
+from state.errors import CorruptStateError, StateError
 from state.store import StateStore
 
 __all__ = ["Node"]
@@ -82,12 +78,13 @@ class Node:
         self._parts = parts
         self._tasks: dict[str, StreamTask] = {}
         self._stop = threading.Event()
-        self._last_commit = time.monotonic()
         self._log = log.bind(node=config.node_id)
         self._source: RecordSource | None = None
         self._store: StateStore | None = None
         self._coordinator: Coordinator | None = None
         self._out: Deliveries | None = None
+        self._owned: OwnedStreams | None = None
+        self._checkpoint: Checkpoint | None = None
         self.metrics: NodeMetrics | None = None
         self._health = LoopHealth(config.stall_limit, self._stop)
         self._last_publish = 0.0
@@ -116,19 +113,8 @@ class Node:
     def run(self) -> None:
         """Join, consume until stopped, then commit and release (or drain) and return."""
         with ExitStack() as stack:
-            parts = self._parts or stack.enter_context(connect_parts(self.config))
-            self._source, self._store = parts.source, parts.store
-            self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
-            self._coordinator = self._health.coordinator = parts.coordinator(self)
-            self._serve_metrics(stack)
-            metrics = HandoverMetrics.register(self.metrics) if self.metrics else None
-            self.handover = NodeHandover(
-                parts.handover,
-                self.config.node_id,
-                self._log,
-                metrics,
-                enabled=self.config.handover,
-            )
+            self._assemble(self._parts or stack.enter_context(connect_parts(self.config)), stack)
+            assert self._coordinator is not None
             self._coordinator.start()
             self._log.info("node_started", app=self.config.connection.app)
             try:
@@ -145,6 +131,29 @@ class Node:
         if self.metrics is not None:
             self._publish()  # the final counts, for whoever reads `metrics` after `run`
         self._log.info("node_stopped", **self.stats.totals(self._tasks.values()))
+
+    def _assemble(self, parts: NodeParts, stack: ExitStack) -> None:
+        """Build the loop's collaborators over the four parts (and `/metrics`, if asked)."""
+        self._source, self._store = parts.source, parts.store
+        self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
+        self._owned = OwnedStreams(self._tasks, parts.source, self.stats, self._out.held)
+        self._coordinator = self._health.coordinator = parts.coordinator(self)
+        self._serve_metrics(stack)
+        metrics = HandoverMetrics.register(self.metrics) if self.metrics else None
+        self.handover = NodeHandover(
+            parts.handover, self.config.node_id, self._log, metrics, enabled=self.config.handover
+        )
+        self._checkpoint = Checkpoint(
+            out=self._out,
+            store=parts.store,
+            coordinator=self._coordinator,
+            streams=self._owned,
+            handover=self.handover,
+            stats=self.stats,
+            log=self._log,
+            metrics=self.metrics,
+            interval=self.config.commit_interval,
+        )
 
     def _serve_metrics(self, stack: ExitStack) -> None:
         if self.config.metrics_port is None:
@@ -206,16 +215,17 @@ class Node:
         self._drop(list(self._tasks), reassign=False)
 
     def _step(self) -> None:
-        coordinator = self._coordinator
-        assert coordinator is not None
+        """Poll, hand the records to their tasks (which deliver their output), checkpoint."""
+        coordinator, checkpoint = self._coordinator, self._checkpoint
+        assert coordinator is not None and checkpoint is not None
         idle = not self._tasks or coordinator.paused
         coordinator.poll(timeout=self.config.poll_timeout if idle else 0.0)
         if not coordinator.paused and self._tasks:
             started = time.monotonic()
             self._consume()
             self._busy_seconds += time.monotonic() - started
-            if time.monotonic() - self._last_commit >= self.config.commit_interval:
-                self._commit(list(self._tasks))
+            if checkpoint.expired():
+                checkpoint.commit(list(self._tasks))
         self.stats.maybe_report(self._log, self._tasks, self._source, self.config.stats_interval)
         now = self._health.beat()
         if self.metrics is not None and now - self._last_publish >= 1.0:
@@ -225,12 +235,10 @@ class Node:
             self._last_load_report = now
 
     def _publish(self) -> None:
-        assert self.metrics is not None and self._out is not None
-        sizes = getattr(self._store, "sizes", {})
+        assert self.metrics is not None and self._out is not None and self._store is not None
+        sizes, unsendable = self._store.sizes, self._out.sink.unsendable
         self.metrics.publish(
-            metrics_snapshot(
-                self.stats, self._tasks, self._source, sizes, self._out.sink.unsendable
-            )
+            metrics_snapshot(self.stats, self._tasks, self._source, sizes, unsendable)
         )
         self._last_publish = time.monotonic()
 
@@ -271,7 +279,7 @@ class Node:
 
     def _apply(self, task: StreamTask, records: Sequence[SourceRecord]) -> bool:
         """Feed one stream's records to its engine; True if it must be read again."""
-        assert self._out is not None
+        assert self._checkpoint is not None
         stream = task.stream
         for record in records:
             if self._tasks.get(stream) is not task:
@@ -284,87 +292,9 @@ class Node:
                 if lasting is not None:
                     self._refuse(stream, lasting)
                 return True
-            if self._out.deliver(task, task.handle(record)):
-                self._rewind(self._out.rewind_set(self._tasks.values()))
-            elif self._out.held(task):
-                self._hold(task)
+            self._checkpoint.deliver(task, task.handle(record))
         self._gaps.passed(stream, task.position)
         return False
-
-    def _rewind(self, streams: Sequence[str]) -> None:
-        """Replace the tasks by fresh ones from their last commits, and re-read from there."""
-        if not streams:
-            return
-        for stream in streams:
-            self._tasks[stream] = self._tasks[stream].rewound()
-            self.stats.rewinds += 1
-        self._log.warning("streams_rewound", streams=list(streams))
-        self._reassign()
-
-    def _hold(self, task: StreamTask) -> None:
-        """At-most-once output is piling up uncommitted: try to commit it now, else stop reading."""
-        self._commit([task.stream])
-        if self._tasks.get(task.stream) is task and self._out and self._out.held(task):
-            self._log.warning("stream_held", stream=task.stream, unsent=len(task.unsent))
-            self._reassign()
-
-    # -- commits -------------------------------------------------------------------
-
-    def _commit(self, streams: Sequence[str]) -> None:
-        """Flush the sink, then commit the streams' state (the order is the guarantee)."""
-        assert self._out is not None
-        self._last_commit = time.monotonic()
-        at_least_once = self.config.delivery == "at-least-once"
-        if at_least_once and not self._out.flush(self._tasks.values()):
-            self._rewind(self._out.rewind_set(self._tasks.values()))
-            return  # nothing committed: the unconfirmed output is replayed
-        started = time.monotonic()
-        committed = self._commit_states([self._tasks[s] for s in streams if s in self._tasks])
-        if not at_least_once:
-            released = [self._out.send_unsent(task) for task in committed]
-            self._out.flush(self._tasks.values())
-            if any(released):
-                self._reassign()
-        seconds = time.monotonic() - started
-        self.stats.commit_latency(seconds, len(streams))
-        if self.metrics is not None and streams:
-            self.metrics.commit_latency.observe(seconds)
-
-    def _commit_states(self, tasks: list[StreamTask]) -> list[StreamTask]:
-        """Commit the tasks whose state moved, in one batch; return those now committed."""
-        assert self._store is not None and self._coordinator is not None
-        if not self._coordinator.connected:
-            return []  # a write now would wait for the reconnect; commit at the next interval
-        # A replaying task's stored state is still the better one; an unchanged one is stored.
-        live = [task for task in tasks if not task.replaying]
-        states = {task.stream: task.snapshot() for task in live}
-        changed = [states[task.stream] for task in live if states[task.stream] != task.committed]
-        outcomes = self._store.commit_many(changed) if changed else {}
-        committed = []
-        for task in live:
-            error = outcomes.get(task.stream)
-            if error is not None:
-                self._commit_failed(task, error)
-                continue
-            if task.stream in outcomes:
-                task.committed_as(states[task.stream])
-                self.stats.commits += 1
-            committed.append(task)
-        self.stats.skipped_commits += len(live) - len(changed)
-        return committed
-
-    def _commit_failed(self, task: StreamTask, exc: StateError) -> None:
-        assert self._coordinator is not None
-        if isinstance(exc, FencedError | CommitUncertainError):
-            self._log.warning("stream_fenced", stream=task.stream, error=str(exc))
-            self._drop([task.stream])
-            self._coordinator.report_fenced(task.stream)
-        elif isinstance(exc, StateTooLargeError):
-            # The engine bounds its state by construction; this is a bug worth shouting about.
-            self.stats.oversized_states += 1
-            self._log.error("state_too_large", stream=task.stream, error=str(exc))
-        else:
-            self._log.warning("commit_failed", stream=task.stream, error=str(exc))
 
     # -- BalancerListener: called by Coordinator.poll on this thread ---------------
 
@@ -393,12 +323,9 @@ class Node:
     def on_revoked(self, streams: Sequence[str]) -> None:
         """Commit, then forget the streams (their claims are deleted after this returns)."""
         self.stats.rebalances += 1
-        assert self._coordinator is not None
+        assert self._coordinator is not None and self._checkpoint is not None
         if not self._coordinator.paused:
-            self._commit([s for s in streams if s in self._tasks])
-            assert self._store is not None
-            # Committed: hand each engine to the next owner before the claim goes.
-            self.handover.give([self._tasks[s] for s in streams if s in self._tasks], self._store)
+            self._checkpoint.release(streams)  # commit, then hand the engines over
         self._drop(streams)
 
     def on_lost(self, streams: Sequence[str]) -> None:
@@ -444,17 +371,9 @@ class Node:
         self._coordinator.quarantine(stream, reason)
 
     def _drop(self, streams: Sequence[str], *, reassign: bool = True) -> None:
-        for stream in streams:
-            task = self._tasks.pop(stream, None)
-            if task is not None:
-                self.stats.retire(task)
-        if reassign:
-            self._reassign()
+        assert self._owned is not None
+        self._owned.drop(streams, reassign=reassign)
 
     def _reassign(self) -> None:
-        assert self._source is not None and self._out is not None
-        # Every owned stream is re-sought, so fetched-but-unprocessed records of a stream
-        # kept across the reassignment are simply fetched again; held streams wait.
-        self._source.assign(
-            {s: t.position for s, t in self._tasks.items() if not self._out.held(t)}
-        )
+        assert self._owned is not None
+        self._owned.reassign()

@@ -11,16 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
-
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from typing import TypeVar
 
 from balancer.balancer import Balancer
 from balancer.config import BalancerConfig, BalancerListener
+from framework.kafka.errors import ClientError
 from framework.kernel.errors import ConfigError
-from framework.kernel.kafka_settings import kafka_python_settings
-from framework.kernel.transport import resolve_transport
 from framework.kernel.zookeeper import zookeeper_client
 from framework.node.config import NodeConfig
 from framework.node.errors import NodeError
@@ -28,16 +24,13 @@ from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import handover_topic
-from sessionizer.kafka_sink import KafkaSink
+from sessionizer.kafka_sink import KafkaSink, open_kafka_sink
 from sessionizer.sinks import SessionSink
 from state.handover import HandoverStore
-from state.handover_kafka import ConfluentHandoverLog, KafkaPythonHandoverLog
+from state.handover_kafka import KafkaHandoverLog, open_handover_log
 from state.handover_zookeeper import ZooKeeperPointers
 from state.store import FencedStateStore, StateStore
 from state.zookeeper_store import ZooKeeperRecords
-
-if TYPE_CHECKING:
-    from sessionizer.confluent_sink import ConfluentSink
 
 __all__ = ["NodeParts", "connect_parts"]
 
@@ -98,61 +91,44 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:
     connection = config.connection
-    if resolve_transport(connection.kafka_client) == "confluent":
-        from framework.node.confluent_source import ConfluentRecordSource
-
-        return ConfluentRecordSource(
-            connection.bootstrap, client_id=client_id, properties=connection.kafka_config
-        )
     return KafkaRecordSource(
-        connection.bootstrap, client_id=client_id, properties=connection.kafka_config
+        connection.bootstrap,
+        client_id=client_id,
+        properties=connection.kafka_config,
+        client=connection.kafka_client,
     )
 
 
-def _sink(config: NodeConfig, client_id: str) -> KafkaSink | ConfluentSink:
+def _sink(config: NodeConfig, client_id: str) -> KafkaSink:
     connection = config.connection
-    topics = (
+    return open_kafka_sink(
+        connection.kafka_client,
         connection.bootstrap,
         sessions_topic(connection.app),
         deadletter_topic(connection.app),
-    )
-    timeout, largest = config.delivery_timeout, config.max_message_bytes
-    if resolve_transport(connection.kafka_client) == "confluent":
-        from sessionizer.confluent_sink import ConfluentSink
-
-        return ConfluentSink(
-            *topics,
-            client_id=client_id,
-            settings=connection.kafka_config,
-            delivery_timeout=timeout,
-            max_message_bytes=largest,
-        )
-    settings = kafka_python_settings(connection.kafka_config, KafkaProducer.DEFAULT_CONFIG)
-    return KafkaSink(
-        *topics,
         client_id=client_id,
-        settings=settings,
-        delivery_timeout=timeout,
-        max_message_bytes=largest,
+        properties=connection.kafka_config,
+        delivery_timeout=config.delivery_timeout,
+        max_message_bytes=config.max_message_bytes,
     )
 
 
-def _handover_log(
-    config: NodeConfig, client_id: str
-) -> KafkaPythonHandoverLog | ConfluentHandoverLog:
+def _handover_log(config: NodeConfig, client_id: str) -> KafkaHandoverLog:
     """The handover topic through the node's Kafka client (`open` starts its clients)."""
     connection = config.connection
-    args = (connection.bootstrap, handover_topic(connection.app))
-    properties = connection.kafka_config
-    if resolve_transport(connection.kafka_client) == "confluent":
-        return ConfluentHandoverLog(*args, client_id=client_id, properties=properties)
-    return KafkaPythonHandoverLog(*args, client_id=client_id, properties=properties)
+    return open_handover_log(
+        connection.kafka_client,
+        connection.bootstrap,
+        handover_topic(connection.app),
+        client_id=client_id,
+        properties=connection.kafka_config,
+    )
 
 
 def _kafka(config: NodeConfig, connect: Callable[[], T]) -> T:
     try:
         return connect()
-    except (KafkaError, NodeError) as exc:
+    except (ClientError, NodeError) as exc:
         raise ConfigError(
             f"node {config.node_id}: cannot reach Kafka at {config.connection.bootstrap} "
             f"({exc}); is the cluster up and --bootstrap / SESSIONIZER_BOOTSTRAP right?"

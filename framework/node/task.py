@@ -1,4 +1,5 @@
-"""`StreamTask`: one owned stream on a node: its engine, read position and unsent output."""
+"""`StreamTask`: one owned stream on a node: its engine, read position, last commit and held
+output (the commit order over them is `framework.node.checkpoint.Checkpoint`'s)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,6 @@ class StreamTask:
     dead_letters: int = 0
     unsent: list[Output] = field(default_factory=list)
     """Output held back until the next state commit (at-most-once delivery only)."""
-    emitted: bool = False
-    """Output went to the sink since the last commit (a failed flush must rewind this stream)."""
 
     @classmethod
     def resume(cls, processor: StreamProcessor[Any], state: StreamState) -> StreamTask:
@@ -121,9 +120,8 @@ class StreamTask:
         return self.engine.snapshot(self.position)
 
     def committed_as(self, state: StreamState) -> None:
-        """`state` is stored: rewinds start from it, and nothing sent is pending any more."""
+        """`state` is stored: rewinds start from it."""
         self.committed = state
-        self.emitted = False
 
     def _output(self, out: EngineOutput, record: SourceRecord) -> Output:
         if isinstance(out, FinishedSession):

@@ -27,12 +27,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from framework.kernel.kafka_settings import assigned_consumer
+from framework.kafka.admin import KafkaPythonError
+from framework.kafka.consumer import assigned_consumer
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -74,7 +74,7 @@ def require_topic(bootstrap: str, topic: str, properties: Mapping[str, str] | No
             topics = consumer.topics()
         finally:
             consumer.close()
-    except KafkaError as exc:
+    except KafkaPythonError as exc:
         raise SessionsTopicError(f"cannot list the topics of Kafka at {bootstrap}: {exc}") from exc
     if topic not in topics:
         raise SessionsTopicError(

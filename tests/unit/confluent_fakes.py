@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
-from framework.node import confluent_source
+from framework.kafka import confluent_reader
 from framework.node.confluent_source import ConfluentRecordSource
 
 __all__ = [
@@ -216,5 +216,5 @@ class LogConsumer(_Base):
 
 def install(monkeypatch: pytest.MonkeyPatch, consumer: _Base) -> ConfluentRecordSource:
     """A real `ConfluentRecordSource` over `consumer` instead of librdkafka."""
-    monkeypatch.setattr(confluent_source, "Consumer", lambda config: consumer)
+    monkeypatch.setattr(confluent_reader, "Consumer", lambda config: consumer)
     return ConfluentRecordSource("fake-kafka:1", client_id="n1")

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-import router.confluent_producer as confluent_producer
-import sessionizer.confluent_sink as confluent_sink
+import framework.kafka.confluent as confluent_client
 from router.producer import ProducerConfig
+from router.producer_transport import ProducerTransport, open_transport
+from sessionizer.kafka_sink import KafkaSink, open_kafka_sink
 
 
 class OldProducer:
@@ -43,17 +44,17 @@ class NewProducer(OldProducer):
         self.calls.append("close")
 
 
-def stream_producer_transport() -> confluent_producer.ConfluentTransport:
-    return confluent_producer.ConfluentTransport(ProducerConfig("k:9092", "app", 4), [])
+def stream_producer_transport() -> ProducerTransport:
+    return open_transport(ProducerConfig("k:9092", "app", 4, transport="confluent"), [])
 
 
-def session_sink() -> confluent_sink.ConfluentSink:
-    return confluent_sink.ConfluentSink("k:9092", "s", "d", client_id="n1")
+def session_sink() -> KafkaSink:
+    return open_kafka_sink("confluent", "k:9092", "s", "d", client_id="n1")
 
 
 @pytest.mark.parametrize(
     ("module", "build"),
-    [(confluent_producer, stream_producer_transport), (confluent_sink, session_sink)],
+    [(confluent_client, stream_producer_transport), (confluent_client, session_sink)],
 )
 @pytest.mark.parametrize(
     ("producer", "calls"),
@@ -62,7 +63,7 @@ def session_sink() -> confluent_sink.ConfluentSink:
 def test_confluent_producers_close_on_every_client_version(
     monkeypatch: pytest.MonkeyPatch,
     module: ModuleType,
-    build: Callable[[], confluent_producer.ConfluentTransport | confluent_sink.ConfluentSink],
+    build: Callable[[], ProducerTransport | KafkaSink],
     producer: type[OldProducer],
     calls: list[str],
 ) -> None:

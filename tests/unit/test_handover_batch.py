@@ -15,7 +15,7 @@ import pytest
 from kafka.errors import KafkaTimeoutError
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
-from framework.kernel import kafka_settings
+from framework.kafka import consumer as kafka_settings
 from framework.node.node import Node
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
@@ -30,7 +30,7 @@ from state.handover import (
     MemoryPointers,
     Written,
 )
-from state.handover_kafka import ConfluentHandoverLog, KafkaPythonHandoverLog
+from state.handover_kafka import open_handover_log
 from state.handover_zookeeper import ZooKeeperPointers
 from state.store import VersionedMemory
 from tests.unit.node_fakes import FakeLog, node_config, parts, traffic_log
@@ -114,7 +114,7 @@ class FakeKafkaPythonProducer:
 
 
 def test_kafka_python_sends_every_record_before_one_flush() -> None:
-    log = KafkaPythonHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    log = open_handover_log("kafka-python", "k:1", "app.handover", client_id="n1", properties={})
     producer = FakeKafkaPythonProducer(
         {
             THREE[0]: FakeFuture(7),
@@ -122,7 +122,7 @@ def test_kafka_python_sends_every_record_before_one_flush() -> None:
             THREE[2]: FakeFuture(None),  # still in flight when the flush gave up
         }
     )
-    log._producer = producer
+    log._log._producer = producer  # the client layer's producer, faked
     written = log.write_many([(stream, b"x") for stream in THREE], timeout=5.0)
     assert producer.calls == [f"send {stream}" for stream in THREE] + ["flush"]
     assert written[0] == 7
@@ -159,9 +159,9 @@ class FakeConfluentProducer:
 
 
 def test_confluent_produces_every_record_before_one_flush() -> None:
-    log = ConfluentHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    log = open_handover_log("confluent", "k:1", "app.handover", client_id="n1", properties={})
     producer = FakeConfluentProducer(refuse=THREE[1])
-    log._producer = producer
+    log._log._producer = producer  # the client layer's producer, faked
     written = log.write_many([(stream, b"x") for stream in THREE], timeout=5.0)
     assert producer.calls == [f"produce {stream}" for stream in THREE] + ["flush"]
     assert written[0] == 0 and written[2] == 2, "offset 0 is an offset, not a failure"
@@ -352,7 +352,7 @@ def test_kafka_python_reads_every_record_with_one_reader(monkeypatch: pytest.Mon
         "assigned_consumer",
         lambda *args, **kwargs: settings.append(kwargs) or FakeReader(records),
     )
-    log = KafkaPythonHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    log = open_handover_log("kafka-python", "k:1", "app.handover", client_id="n1", properties={})
     for offset in (2, 0, 1):
         assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
     assert log.read(THREE[0], 1, timeout=5.0) is None, "another stream's record at that offset"
@@ -392,14 +392,14 @@ class FakeConfluentReader:
 
 
 def test_confluent_reads_every_record_with_one_reader(monkeypatch: pytest.MonkeyPatch) -> None:
-    import confluent_kafka
+    import framework.kafka.confluent_log as confluent_kafka  # where the reader is made
 
     records = [(stream, f"record of {stream}".encode()) for stream in THREE]
     FakeConfluentReader.created = []
     monkeypatch.setattr(
         confluent_kafka, "Consumer", lambda config: FakeConfluentReader(config, records)
     )
-    log = ConfluentHandoverLog("k:1", "app.handover", client_id="n1", properties={})
+    log = open_handover_log("confluent", "k:1", "app.handover", client_id="n1", properties={})
     for offset in (2, 0, 1):
         assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
     [reader] = FakeConfluentReader.created

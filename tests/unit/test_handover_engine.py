@@ -4,7 +4,7 @@ and whatever cannot be handed over safely is refused with a reason (the stream r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import msgpack
@@ -14,10 +14,8 @@ from hypothesis import strategies as st
 
 from framework.kernel.watermark import Watermark
 from sessionizer import Fragment, Record, SessionEngine, StreamProcessor
+from sessionizer.engine_state import CARRIED, PER_OWNER, REBUILT, EngineState
 from sessionizer.handover import (
-    CARRIED,
-    PER_OWNER,
-    REBUILT,
     HandoverUnavailable,
     export_engine,
     processor_identity,
@@ -65,13 +63,17 @@ def test_every_attribute_of_the_engine_survives_a_handover(scenario: Any, data: 
     upto = data.draw(st.integers(0, len(scenario.records)))
     engine, state = _run(scenario, upto)
     assert set(vars(engine)) == {*CARRIED, *REBUILT, *PER_OWNER}, (
-        "an engine attribute is not in sessionizer.handover's lists: carry it in "
-        "export_engine/_restore (CARRIED), or say why not (REBUILT, PER_OWNER)"
+        "an engine attribute is not in sessionizer.engine_state's lists: carry it in "
+        "EngineState (CARRIED), or say why not (REBUILT, PER_OWNER)"
     )
     loaded = replace(state, epoch=state.epoch + 1)
     restored = restore_engine(scenario.processor(), loaded, export_engine(engine))
     for name in CARRIED:
         assert _plain(getattr(restored, name)) == _plain(getattr(engine, name)), name
+    # CARRIED is `EngineState`'s fields: the value the engine exports carries each one.
+    saved, again = engine.export_state(), restored.export_state()
+    for field in fields(EngineState):
+        assert _plain(getattr(again, field.name)) == _plain(getattr(saved, field.name)), field
     assert restored.counters.open_sessions == engine.counters.open_sessions
 
 

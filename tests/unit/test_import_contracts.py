@@ -45,6 +45,17 @@ def test_the_test_support_contract_covers_every_product_module() -> None:
     assert sources == (_framework_children() - support) | set(PACKAGES[1:])
 
 
+def test_the_client_layer_contracts_name_every_other_module() -> None:
+    """The client layer imports only the kernel; only the layer imports a client library."""
+    contracts = _contracts()
+    layer_forbidden = set(contracts["client-layer"]["forbidden_modules"])
+    expected = (_framework_children() - {"framework.kernel", "framework.kafka"}) | set(PACKAGES[1:])
+    assert layer_forbidden == expected
+    sources = set(contracts["kafka-clients"]["source_modules"])
+    support = {"framework.testing", "framework.testkit", "framework.kafka"}
+    assert sources == (_framework_children() - support) | set(PACKAGES[1:])
+
+
 def _lint_imports(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
     only = [arg for contract in contracts for arg in ("--contract", contract)]
     return subprocess.run(
@@ -80,6 +91,9 @@ def test_the_contracts_are_kept(tree: Path) -> None:
         ("framework/kernel/errors.py", "import router.hashing", "kernel"),
         ("sessionizer/engine.py", "import framework.testkit", "no-test-support"),
         ("framework/commands/node.py", "import pytest", "no-test-support"),
+        ("sessionizer/sinks.py", "import confluent_kafka", "kafka-clients"),
+        ("router/producer_transport.py", "from kafka import KafkaProducer", "kafka-clients"),
+        ("framework/kafka/producer.py", "import framework.node.stats", "client-layer"),
     ],
 )
 def test_a_wrong_way_import_breaks_the_lint(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka.partitioner.default import DefaultPartitioner
 
-from sessionizer.kafka_sink import _OnePartitionFirst
+from framework.kafka.kafka_python import OnePartitionFirst as _OnePartitionFirst
 
 
 class _Cluster:

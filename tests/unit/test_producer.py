@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,16 +139,18 @@ def test_the_config_names_a_client_and_carries_the_same_settings_for_both() -> N
 
 @pytest.mark.parametrize(
     ("choice", "expected"),
-    [("kafka-python", "KafkaPythonTransport"), ("confluent", "ConfluentTransport")],
+    [("kafka-python", "KafkaPythonProducer"), ("confluent", "ConfluentProducer")],
 )
 def test_the_transport_follows_the_configured_client(
     monkeypatch: pytest.MonkeyPatch, choice: str, expected: str
 ) -> None:
-    import router.confluent_producer as confluent
+    import framework.kafka.confluent as confluent
+    import framework.kafka.kafka_python as kafka_python
     import router.producer_transport as transports
 
     made: list[str] = []
-    for module, name in ((transports, "KafkaPythonTransport"), (confluent, "ConfluentTransport")):
-        monkeypatch.setattr(module, name, lambda config, topics, name=name: made.append(name))
+    fake = SimpleNamespace(send=None)  # a producer the transport only holds
+    for module, name in ((kafka_python, "KafkaPythonProducer"), (confluent, "ConfluentProducer")):
+        monkeypatch.setattr(module, name, lambda settings, name=name: made.append(name) or fake)
     transports.open_transport(_config(transport=choice), ["app.stream.0000"])
     assert made == [expected]

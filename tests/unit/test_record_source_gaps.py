@@ -21,7 +21,7 @@ from kafka.consumer.subscription_state import SubscriptionState
 from kafka.errors import OffsetOutOfRangeError
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from framework.node import kafka_source
+from framework.kafka import kafka_python_reader as kafka_source
 from framework.node.kafka_source import KafkaRecordSource
 from tests.unit.confluent_fakes import ScriptedConsumer, error, install, message, out_of_range
 

@@ -1,0 +1,42 @@
+"""The readers' consumer: kafka-python's `KafkaConsumer` for manual assignment.
+
+It raises `framework.kafka.admin.KafkaPythonError` (kafka-python's `KafkaError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+from framework.kernel.kafka_settings import kafka_python_config
+
+__all__ = ["assigned_consumer", "partition_zero"]
+
+
+def assigned_consumer(
+    bootstrap: str, client_id: str, properties: Mapping[str, str] | None = None, **extra: Any
+) -> Any:
+    """A kafka-python `KafkaConsumer` for `assign` + `seek`: no group, nothing auto-committed.
+
+    Every reader of the project's topics is one of these (the node's source, status,
+    read-back, the handover reader); `extra` keywords and then the user's properties
+    go on top.
+    """
+    return KafkaConsumer(
+        **kafka_python_config(
+            properties or {},
+            KafkaConsumer.DEFAULT_CONFIG,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            client_id=client_id,
+            **extra,
+        )
+    )
+
+
+def partition_zero(topic: str) -> Any:
+    """The (only) partition of one of the project's single-partition topics."""
+    return TopicPartition(topic, 0)

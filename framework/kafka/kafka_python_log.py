@@ -1,0 +1,153 @@
+"""The keyed log (`framework.kafka.keyed_log`) through kafka-python."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from typing import Any, Final
+
+from kafka import KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, KafkaTimeoutError
+
+from framework.kafka import consumer
+from framework.kafka.errors import ClientError
+from framework.kafka.keyed_log import Found, KeyedLogBase, Unwritten, late
+from framework.kernel.kafka_settings import kafka_python_config
+
+__all__ = ["KafkaPythonKeyedLog"]
+
+_READER_WAIT_MS: Final = 10
+"""Longest the broker holds the kept reader's fetch at the end of the topic."""
+
+
+class KafkaPythonKeyedLog(KeyedLogBase):
+    """The keyed log through kafka-python."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        client_id: str,
+        properties: Mapping[str, str],
+        max_request_bytes: int,
+    ) -> None:
+        super().__init__(
+            bootstrap,
+            topic,
+            client_id=client_id,
+            properties=properties,
+            max_request_bytes=max_request_bytes,
+        )
+        self._reader: tuple[Any, Any] | None = None  # (consumer, partition), the loop's only
+
+    def _warm(self, timeout: float) -> None:
+        # Why this may fail is reported by the write or read that needs it (it retries).
+        with suppress(KafkaError, ClientError):
+            self._opened(timeout).partitions_for(self.topic)
+        with suppress(KafkaError, ClientError):
+            self._reading()
+
+    def _opened(self, timeout: float) -> Any:
+        """The producer, created at the first call (the warm-up thread or a write)."""
+        with self._lock:
+            if self._closed:
+                raise ClientError(f"topic {self.topic}: its producer is closed")
+            if self._producer is None:
+                self._producer = KafkaProducer(
+                    **kafka_python_config(
+                        self.properties,
+                        KafkaProducer.DEFAULT_CONFIG,
+                        bootstrap_servers=self.bootstrap,
+                        client_id=f"{self.client_id}-handover",
+                        acks="all",
+                        max_request_size=self.max_request_bytes,
+                        max_block_ms=int(timeout * 1000),
+                    )
+                )
+            return self._producer
+
+    def write_many(
+        self, records: Sequence[tuple[bytes, bytes]], timeout: float
+    ) -> list[int | Unwritten]:
+        """Send every record, flush once, then collect each one's offset (or why not)."""
+        deadline = time.monotonic() + timeout
+        try:
+            producer = self._opened(timeout)
+        except (KafkaError, ClientError) as exc:
+            return [self._failed(exc) for _ in records]
+        pending: list[Any] = []
+        for key, data in records:
+            if time.monotonic() >= deadline:  # a send blocked on metadata took the time
+                pending.append(late(timeout))
+                continue
+            try:
+                pending.append(producer.send(self.topic, key=key, value=data, partition=0))
+            except KafkaError as exc:
+                pending.append(self._failed(exc))
+        with suppress(KafkaTimeoutError):  # the records not done by then fail below
+            producer.flush(timeout=max(0.0, deadline - time.monotonic()))
+        return [self._offset(sent, timeout) for sent in pending]
+
+    def _offset(self, sent: Any, timeout: float) -> int | Unwritten:
+        """The acknowledged offset of a sent record (its future), or why there is none."""
+        if isinstance(sent, Unwritten):
+            return sent
+        if not sent.is_done:
+            return late(timeout)
+        if sent.failed():
+            return self._failed(sent.exception)
+        return int(sent.value.offset)
+
+    def _failed(self, exc: BaseException) -> Unwritten:
+        return Unwritten(f"not written to {self.topic} ({exc!r})")
+
+    def read(self, offset: int, timeout: float) -> Found | None:
+        """The first record at or after `offset`; None if none came within `timeout`."""
+        deadline = time.monotonic() + timeout
+        try:
+            reader, partition = self._reading()
+            reader.seek(partition, offset)  # fetched records of an earlier seek are dropped
+            while time.monotonic() < deadline:
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                for records in reader.poll(timeout_ms=min(left_ms, 500)).values():
+                    for record in records:
+                        if record.offset >= offset:
+                            return int(record.offset), record.key, record.value
+        except KafkaError as exc:
+            self._close_reader()  # not reused: the next read starts a fresh one
+            raise ClientError(f"record unreadable ({exc!r})") from exc
+        return None
+
+    def _reading(self) -> tuple[Any, Any]:
+        """The reader and its partition: one consumer kept for every read (a seek each), so an
+        assignment of many streams pays for one consumer's start-up, not one each."""
+        with self._lock:  # created by the warm-up thread or the loop, then used by the loop only
+            if self._closed:
+                raise ClientError(f"record unreadable: the reader of {self.topic} is closed")
+            if self._reader is None:
+                partition = TopicPartition(self.topic, 0)
+                reader = consumer.assigned_consumer(
+                    self.bootstrap,
+                    f"{self.client_id}-handover-reader",
+                    self.properties,
+                    fetch_max_wait_ms=_READER_WAIT_MS,  # see `ConfluentKeyedLog._reading`
+                )
+                reader.assign([partition])
+                self._reader = (reader, partition)
+            return self._reader
+
+    def _close_reader(self) -> None:
+        with self._lock:
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader[0].close()
+
+    def close(self) -> None:
+        """Close the reader and the producer, if they were opened."""
+        self._close_reader()
+        with self._lock:
+            producer, self._producer, self._closed = self._producer, None, True
+        if producer is not None:
+            producer.close(timeout=5)

@@ -1,0 +1,124 @@
+"""A keyed one-partition log (the handover topic): write many records at once, read one back.
+
+`open_keyed_log` is the one place its client is chosen (the `KafkaClient`
+choice of `framework.kernel.transport`). `write_many` sends every record to
+partition 0, then waits once (at most its timeout) for the acknowledgement of
+all in-sync replicas, returning each record's offset or an `Unwritten` saying
+why it has none; `read` reads one offset with a reader kept for all reads (a
+seek each: one consumer start-up per node, not one per read) and gives up at its
+deadline. `open` creates the producer and the reader in the background, so the
+first write or read pays no client start-up; otherwise that first call creates
+them. Failures are `ClientError`s (`framework.kafka.errors`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from framework.kernel.transport import resolve_transport
+
+__all__ = ["KeyedLog", "KeyedLogBase", "Unwritten", "open_keyed_log"]
+
+
+@dataclass(frozen=True)
+class Unwritten:
+    """Why a record has no offset: `why` reads after "record", e.g. "refused by T (...)"."""
+
+    why: str
+
+
+Found = tuple[int, bytes | None, bytes | None]
+"""A record read back: (its offset, key, value)."""
+
+
+class KeyedLog(Protocol):
+    """A one-partition topic that records are written to in batches and read back by offset."""
+
+    topic: str
+
+    def open(self, timeout: float) -> None:
+        """Start the producer and the reader in the background (failures wait for their use)."""
+
+    def write_many(
+        self, records: Sequence[tuple[bytes, bytes]], timeout: float
+    ) -> list[int | Unwritten]:
+        """Send every (key, value), flush once, then each one's offset (or why not)."""
+
+    def read(self, offset: int, timeout: float) -> Found | None:
+        """The first record at or after `offset`; None if none came within `timeout`.
+
+        Raises `ClientError` when the reader failed (the next read starts a fresh one).
+        """
+
+    def close(self) -> None:
+        """Close the reader and the producer, if they were opened."""
+
+
+def open_keyed_log(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    *,
+    client_id: str,
+    properties: Mapping[str, str],
+    max_request_bytes: int,
+) -> KeyedLog:
+    """The keyed log over the `client` choice (`auto`: confluent-kafka when installed)."""
+    args = (bootstrap, topic)
+    if resolve_transport(client) == "confluent":
+        from framework.kafka.confluent_log import ConfluentKeyedLog
+
+        return ConfluentKeyedLog(
+            *args, client_id=client_id, properties=properties, max_request_bytes=max_request_bytes
+        )
+    from framework.kafka.kafka_python_log import KafkaPythonKeyedLog
+
+    return KafkaPythonKeyedLog(
+        *args, client_id=client_id, properties=properties, max_request_bytes=max_request_bytes
+    )
+
+
+class KeyedLogBase:
+    """What both clients' logs share: where they write, and their background start."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        client_id: str,
+        properties: Mapping[str, str],
+        max_request_bytes: int,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.client_id = client_id
+        self.properties = dict(properties)
+        self.max_request_bytes = max_request_bytes
+        self._producer: Any = None
+        self._lock = threading.Lock()  # the warm-up thread and the loop may both open clients
+        self._closed = False
+
+    def open(self, timeout: float) -> None:
+        """Start the producer and the reader, and learn the topic's metadata, in the background.
+
+        Called when the node starts (without delaying it), so a planned move pays neither
+        the clients' start-up nor the first metadata round trip.  A failure here is not
+        final: the first write or read opens its client again if need be, and reports
+        what fails.
+        """
+        thread = threading.Thread(
+            target=self._warm, args=(timeout,), name=f"{self.client_id}-handover-open", daemon=True
+        )
+        thread.start()
+
+    def _warm(self, timeout: float) -> None:
+        raise NotImplementedError
+
+
+def late(timeout: float) -> Unwritten:
+    """A record not acknowledged within the write's timeout."""
+    return Unwritten(f"not acknowledged in {timeout:g} s")

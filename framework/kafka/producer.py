@@ -1,0 +1,89 @@
+"""The producer every writer uses (sinks, stream producer, handover log), and its one factory.
+
+`open_producer` is the one place a writer's client is chosen: it takes the
+`KafkaClient` choice (`framework.kernel.transport`) and the settings of each
+client, and returns a `RecordProducer` over kafka-python or confluent-kafka.
+Both report the same things: a refusal before queueing raises `SendFailed`
+(`RecordTooLarge` when it is permanent), a delivery that failed later comes
+back from `flush` as a `DeliveryFailure` carrying the token it was sent with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from framework.kernel.transport import resolve_transport
+
+__all__ = ["DeliveryFailure", "Headers", "RecordProducer", "open_producer"]
+
+Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    """A record the brokers did not acknowledge."""
+
+    topic: str
+    key: bytes | None
+    error: str
+    detail: str
+    """The client's own description (kafka-python: the error's repr)."""
+    too_large: bool
+    """The broker refused it as too large: sending it again fails again."""
+    token: object = None
+    """What the caller sent it with (None: nothing)."""
+
+
+class RecordProducer(Protocol):
+    """What a writer needs from a Kafka client's producer."""
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        token: object = None,
+    ) -> None:
+        """Queue one record; raise `SendFailed` (or `RecordTooLarge`) if it cannot be queued."""
+
+    def flush(self, timeout: float | None) -> list[DeliveryFailure]:
+        """Wait for every queued record; return the failed deliveries since the last flush.
+
+        Raises `FlushIncomplete` when not everything was settled within `timeout` seconds.
+        """
+
+    def close(self, timeout: float | None = None) -> None:
+        """Wait up to `timeout` for what is queued, drop the rest, release the client."""
+
+    def topic_names(self, timeout: float) -> list[str]:
+        """Every topic of the cluster, from one metadata request; raises `ClientError`."""
+
+    def warm_metadata(self, topics: Sequence[str]) -> None:
+        """Learn every topic's partitions before the first send, in as few requests as can be."""
+
+
+def open_producer(
+    client: str,
+    *,
+    kafka_python: Callable[[], Mapping[str, Any]],
+    confluent: Callable[[], Mapping[str, Any]],
+) -> RecordProducer:
+    """The producer of the `client` choice (`auto`: confluent-kafka when installed).
+
+    `kafka_python` gives `KafkaProducer`'s keyword arguments, `confluent` librdkafka's
+    properties; only the chosen one is called. Raises `ClientError` when the client
+    cannot be created.
+    """
+    if resolve_transport(client) == "confluent":
+        from framework.kafka.confluent import ConfluentProducer
+
+        return ConfluentProducer(confluent())
+    from framework.kafka.kafka_python import KafkaPythonProducer
+
+    return KafkaPythonProducer(kafka_python())
