@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
@@ -24,23 +24,8 @@ _METADATA_WAIT_S: Final = 1.0
 class ConfluentKeyedLog(KeyedLogBase):
     """The keyed log through confluent-kafka (librdkafka)."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        *,
-        client_id: str,
-        properties: Mapping[str, str],
-        max_request_bytes: int,
-    ) -> None:
-        super().__init__(
-            bootstrap,
-            topic,
-            client_id=client_id,
-            properties=properties,
-            max_request_bytes=max_request_bytes,
-        )
-        self._reader: Any = None  # the reader, kept between reads
+    # The reader, kept between reads; set on the instance when first opened.
+    _reader: Any = None
 
     def _warm(self, timeout: float) -> None:
         # Why this may fail is reported by the write or read that needs it (it retries).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, Final
 
@@ -24,23 +24,8 @@ _READER_WAIT_MS: Final = 10
 class KafkaPythonKeyedLog(KeyedLogBase):
     """The keyed log through kafka-python."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        *,
-        client_id: str,
-        properties: Mapping[str, str],
-        max_request_bytes: int,
-    ) -> None:
-        super().__init__(
-            bootstrap,
-            topic,
-            client_id=client_id,
-            properties=properties,
-            max_request_bytes=max_request_bytes,
-        )
-        self._reader: tuple[Any, Any] | None = None  # (consumer, partition), the loop's only
+    # (consumer, partition), the loop's only; set on the instance when first opened.
+    _reader: tuple[Any, Any] | None = None
 
     def _warm(self, timeout: float) -> None:
         # Why this may fail is reported by the write or read that needs it (it retries).
