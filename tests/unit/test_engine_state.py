@@ -7,34 +7,20 @@ continues exactly as one engine that read everything would.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
 from framework.kernel.watermark import Watermark
-from sessionizer import Fragment, Record, SessionEngine, StreamProcessor
+from framework.testkit.engine_runs import OffsetRecorder
+from sessionizer import Fragment, Record, SessionEngine
 from sessionizer.engine_state import EngineState
 
 STREAM = "app.stream.0005"
 
 
-class Pages(StreamProcessor[dict[str, Any]]):
-    timeout = 60
-    grace = 5
-    max_lead = 3_600.0  # a parked record is part of the state too
-
-    def is_end(self, fragment: Mapping[str, Any]) -> bool:
-        return bool(fragment.get("end"))
-
-    def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
-        return {"offsets": []}
-
-    def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
-        session["offsets"].append(fragment["o"])
-
-    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
-        return {"offsets": session["offsets"]}
+def _pages() -> OffsetRecorder:
+    """60 s timeout, 5 s grace, a 1-hour lead (a parked record is part of the state too)."""
+    return OffsetRecorder(timeout_ms=60_000, grace_ms=5_000, lead_ms=3_600_000)
 
 
 def _records() -> list[Record]:
@@ -52,14 +38,14 @@ def _records() -> list[Record]:
 @pytest.mark.parametrize("at", [0, 1, 7, 20, 41, 42, 43])
 def test_a_restored_engine_continues_as_one_that_read_everything(at: int) -> None:
     records = _records()
-    whole = SessionEngine(STREAM, Pages())
+    whole = SessionEngine(STREAM, _pages())
     expected = [output for record in records for output in whole.process(record)]
-    first = SessionEngine(STREAM, Pages())
+    first = SessionEngine(STREAM, _pages())
     outputs = [output for record in records[:at] for output in first.process(record)]
     state = first.snapshot(at)
     saved = first.export_state()
     loaded = dataclasses.replace(state, epoch=state.epoch + 1)
-    second = SessionEngine.restore(Pages(), loaded, saved)
+    second = SessionEngine.restore(_pages(), loaded, saved)
     assert second.next_offset == at
     assert second.counters.open_sessions == first.counters.open_sessions
     outputs += [output for record in records[at:] for output in second.process(record)]
@@ -67,7 +53,7 @@ def test_a_restored_engine_continues_as_one_that_read_everything(at: int) -> Non
 
 
 def test_the_exported_state_is_a_frozen_value() -> None:
-    engine = SessionEngine(STREAM, Pages())
+    engine = SessionEngine(STREAM, _pages())
     engine.process(Fragment(0, "a", 1_000, {"o": 0}))
     saved = engine.export_state()
     assert isinstance(saved, EngineState) and saved.stream_time_ms == 1_000
