@@ -16,11 +16,8 @@ from balancer.errors import (
 )
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
-from framework.kernel.paths import DEFAULT_NAMESPACE, AppPaths
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
-    "AppPaths",
     "Balancer",
     "BalancerConfig",
     "BalancerError",

@@ -23,6 +23,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from balancer import claims
 from balancer.load_plan import MAX_STREAM_LOAD, LoadView
+from framework.kernel.errors import InvalidSetting
 from framework.kernel.limits import MAX_EVENT_TIME_MS
 from framework.kernel.paths import AppPaths
 from framework.kernel.safe_json import loads_object
@@ -119,7 +120,7 @@ class LoadMeter:
 
     def __init__(self, window: float) -> None:
         if window <= 0:
-            raise ValueError(f"load window must be > 0, got {window}")
+            raise InvalidSetting(f"load window must be > 0, got {window}")
         self.window = window
         self._tracks: dict[str, _Track] = {}
         self._busy: float | None = None

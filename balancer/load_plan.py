@@ -30,6 +30,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from framework.kernel.errors import InvalidSetting
+
 __all__ = [
     "MAX_STREAM_LOAD",
     "LoadPlan",
@@ -68,13 +70,13 @@ class LoadPolicy:
 
     def __post_init__(self) -> None:
         if not 0 < self.tolerance < 1:
-            raise ValueError(f"load tolerance must be in (0, 1), got {self.tolerance}")
+            raise InvalidSetting(f"load tolerance must be in (0, 1), got {self.tolerance}")
         if not 0 <= self.margin < 1:
-            raise ValueError(f"load margin must be in [0, 1), got {self.margin}")
+            raise InvalidSetting(f"load margin must be in [0, 1), got {self.margin}")
         if self.max_moves < 1:
-            raise ValueError(f"load max_moves must be >= 1, got {self.max_moves}")
+            raise InvalidSetting(f"load max_moves must be >= 1, got {self.max_moves}")
         if self.interval <= 0:
-            raise ValueError(f"load interval must be > 0, got {self.interval}")
+            raise InvalidSetting(f"load interval must be > 0, got {self.interval}")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ import random
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from framework.kernel.errors import InvalidArgument
+
 __all__ = [
     "CostFunction",
     "Moves",
@@ -76,7 +78,7 @@ def balanceable(streams: Iterable[str], quarantined: Collection[str]) -> list[st
 def share(streams: int, members: int) -> Share:
     """Quotient is the base share, remainder the overflow count (Appendix A had them swapped)."""
     if streams < 0 or members < 1:
-        raise ValueError(f"need streams >= 0 and members >= 1, got {streams}, {members}")
+        raise InvalidArgument(f"need streams >= 0 and members >= 1, got {streams}, {members}")
     base, overflow = divmod(streams, members)
     return Share(base, overflow)
 

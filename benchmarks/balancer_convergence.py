@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.balancer_convergence [--members 10] [--streams 64]
         [--session-timeout 4] [--repeat 3]
 
-Members are real `framework.member` processes against real ZooKeeper
+Members are real `framework.testing.member` processes against real ZooKeeper
 (`SESSIONIZER_ZK`, else a one-server `LocalCluster` started for the run).
 Events, in order, each timed from the moment it is triggered until ZooKeeper
 shows every stream claimed by the expected members with a spread <= 1:

@@ -52,7 +52,8 @@ from typing import Any
 import msgpack
 
 from benchmarks.common import print_table, progress, write_json
-from sessionizer import FinishedSession, Fragment, SessionEngine, StreamProcessor, Watermark
+from framework import StreamProcessor
+from sessionizer import FinishedSession, Fragment, SessionEngine, Watermark
 from sessionizer.examples import WebSessions
 
 __all__ = ["Engines", "baseline_engines", "current_engines", "main"]

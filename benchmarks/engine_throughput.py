@@ -28,18 +28,19 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import print_table, progress, write_json
 from benchmarks.engine_memory import Engines, baseline_engines, current_engines
+from framework import StreamProcessor
+from framework.kernel.records import StreamRecord
+from framework.kernel.watermark import Watermark
 from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.wire import Watermark, encode_fragment, encode_watermark
-from sessionizer import StreamProcessor
+from router.wire import encode_fragment, encode_watermark
 from sessionizer.examples import WebSessions
 from state.record import StreamState
 
@@ -52,7 +53,7 @@ STREAM = "bench.stream.0000"
 _DAY_MS = 24 * 3600 * 1000
 
 
-class NoOpSessions(StreamProcessor):
+class NoOpSessions(StreamProcessor[None]):
     """Hooks that do nothing: measures the engine, not the processor."""
 
     timeout = WebSessions.timeout
@@ -66,18 +67,6 @@ class NoOpSessions(StreamProcessor):
 
     def close(self, key: str, session: None) -> dict[str, Any]:
         return {}
-
-
-@dataclass(frozen=True)
-class WireRecord:
-    """The attributes of a Kafka consumer record that `StreamTask.handle` reads."""
-
-    topic: str
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes]]
 
 
 def _parsed() -> tuple[str, list[ParsedFragment]]:
@@ -129,16 +118,16 @@ def _watermark(engines: Engines, offset: int, item: Watermark) -> Any:
         )
 
 
-def _wire(plan: list[ParsedFragment | Watermark]) -> list[WireRecord]:
+def _wire(plan: list[ParsedFragment | Watermark]) -> list[StreamRecord]:
     """The plan as encoded Kafka records."""
     records = []
     for offset, item in enumerate(plan):
         if isinstance(item, Watermark):
             value, headers = encode_watermark(item)
-            records.append(WireRecord(STREAM, offset, None, value, item.timestamp_ms, headers))
+            records.append(StreamRecord(STREAM, offset, None, value, item.timestamp_ms, headers))
         else:
             key, value = encode_fragment(item)
-            records.append(WireRecord(STREAM, offset, key, value, item.timestamp_ms, []))
+            records.append(StreamRecord(STREAM, offset, key, value, item.timestamp_ms, []))
     return records
 
 
@@ -163,7 +152,7 @@ def _run(
     return {"seconds": elapsed, "sessions": sessions, "fragments": engine.counters.fragments}
 
 
-CASES: list[tuple[str, Callable[[], StreamProcessor], str]] = [
+CASES: list[tuple[str, Callable[[], StreamProcessor[Any]], str]] = [
     ("WebSessions", WebSessions, "engine"),
     ("WebSessions + commits", WebSessions, "commits"),
     ("no-op hooks", NoOpSessions, "engine"),

@@ -331,13 +331,18 @@ def create_topic(bootstrap: str, name: str) -> None:
 
 
 def end_offset(bootstrap: str, topic: str) -> int:
-    """The end offset of partition 0 of `topic` (0 if the topic does not exist)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, client_id="bench-ends")
+    """The last stable offset of partition 0 of `topic` (0 if the topic does not exist)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        client_id="bench-ends",
+        isolation_level="read_committed",
+    )
     try:
         if not consumer.partitions_for_topic(topic):
             return 0
         tp = TopicPartition(topic, 0)
-        return consumer.end_offsets([tp], timeout_ms=10_000)[tp]
+        return int(consumer.end_offsets([tp], timeout_ms=10_000)[tp])
     finally:
         consumer.close()
 
@@ -345,13 +350,18 @@ def end_offset(bootstrap: str, topic: str) -> int:
 def read_json_topic(
     bootstrap: str, topic: str, start: int = 0, *, timeout: float = 300.0
 ) -> list[dict[str, Any]]:
-    """Every JSON value of partition 0 from `start` to the end offset as of the call."""
+    """Every committed JSON value of partition 0 from `start` to the stable end as of the call.
+
+    `read_committed`: an exactly-once writer's (a node's or a peer's) aborted
+    transactions are not output.
+    """
     tp = TopicPartition(topic, 0)
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
         client_id="bench-read",
+        isolation_level="read_committed",
         max_partition_fetch_bytes=8 * 1024 * 1024,
     )
     try:

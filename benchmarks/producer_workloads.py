@@ -189,7 +189,7 @@ def _one_run(
     connection = new_connection(cluster, "prod")
     try:
         provision_streams(connection, streams)
-        config = ProducerConfig(cluster.bootstrap, connection.app, streams, transport=client)
+        config = ProducerConfig(cluster.bootstrap, connection.app, streams, kafka_client=client)
         prepared = prepare(config, fragments) if label == BARE[client] else []
         if label == ENCODING:
             prepared = encoding(config, fragments)

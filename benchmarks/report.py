@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import report_limits, report_sections
+from benchmarks import delivery_modes, report_limits, report_sections
 from benchmarks.common import out_dir, progress
 from benchmarks.report_notes import NOTES, READING
 from benchmarks.report_plots import Plot, save
@@ -52,6 +52,10 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     ),
     "scaling": ("Scaling of cost with streams and nodes", _SCENARIOS.scaling),
     "skew": ("Skewed traffic: --balance count against --balance load", _SCENARIOS.skew),
+    "delivery_modes": (
+        "Delivery modes: at-least-once against exactly-once (issue 22)",
+        delivery_modes.section,
+    ),
 }
 SCENARIOS = tuple(SECTIONS)
 

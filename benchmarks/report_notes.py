@@ -127,6 +127,16 @@ NOTES = {
         "288 and 1,024 streams.  `unchanged`: a stream that did not move is not written (the "
         "node skips it), so that row is 0 by construction, not timed."
     ),
+    "delivery_modes": (
+        "One node per run, `--delivery at-least-once` then `--delivery exactly-once` at each "
+        "commit interval, on the same produced topics from a fresh state.  Throughput as in "
+        "scenario 2 (it includes up to one commit interval, so at small sizes the 5 s rows "
+        "say little); state bytes per million fragments: ZooKeeper's `stream_state` writes "
+        "(at-least-once's state, exactly-once's hint) and the key and value bytes written to "
+        "`<app>.state` (exactly-once's state, in the transactions); latency: from a "
+        "session's last fragment acknowledged to the session read by a `read_committed` "
+        "consumer, with traffic at a steady rate on a fresh app (docs/delivery.md)."
+    ),
 }
 
 

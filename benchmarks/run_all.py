@@ -6,7 +6,7 @@
 Scenarios, in order (each is also a command of its own, `python -m
 benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
 profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
-scaling, skew.  Both Kafka transports (confluent-kafka and kafka-python) run side by
+scaling, skew, delivery_modes.  Both Kafka transports (confluent-kafka and kafka-python) run side by
 side wherever a node or a producer does.  One local ZooKeeper + Kafka serves
 them all (or the servers in SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP), so every
 comparison is made on the same cluster in the same run.
@@ -18,7 +18,8 @@ peer, failover with and without handover, skew from 400,000 fragments at
 machine): 30,000 fragments, the apache workload and one node where the targets
 only need that, Spark as the only peer (its per-core figure is a target), the
 scaling grid cut to 16 and 288 streams on 1 and 2 nodes, failover once per
-case, skew from 200,000 fragments at 800/s.  Each peer gets
+case, skew from 200,000 fragments at 800/s, delivery modes on 50,000 fragments
+with confluent-kafka only (about 3 minutes).  Each peer gets
 `--peer-timeout` seconds per workload (1,500 by default).  A scenario that
 fails is reported as failed; the others still run.  The report is rewritten
 after every scenario, and at the end the issue-16 targets table is printed:
@@ -49,6 +50,7 @@ from typing import Any
 
 from benchmarks import (
     broker_ceiling,
+    delivery_modes,
     engine_memory,
     failover_modes,
     nodes_vs_bare,
@@ -104,6 +106,10 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
             "failover_modes": (failover_modes.main, [*failover, "--repeat", "1"]),
             "scaling": (scaling.main, [*size, "--streams", "16", "288", "--nodes", "1", "2"]),
             "skew": (skew.main, ["--fragments", "200000", "--rate", "800"]),
+            "delivery_modes": (
+                delivery_modes.main,
+                ["--fragments", "50000", "--clients", "confluent", "--latency-fragments", "3000"],
+            ),
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
@@ -117,6 +123,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "failover_modes": (failover_modes.main, [*failover, "--repeat", "3"]),
         "scaling": (scaling.main, size),
         "skew": (skew.main, []),
+        "delivery_modes": (delivery_modes.main, size),
     }
 
 

@@ -13,7 +13,7 @@ import setproctitle
 from kazoo.exceptions import KazooException
 
 from framework.commands.options import CommandParser, common_parser
-from framework.kafka.admin import KafkaPythonError
+from framework.kafka.errors import ClientError
 from framework.kernel.client_settings import hide_secret_arguments
 from framework.kernel.errors import SessionizerError
 from framework.logging import configure_logging
@@ -66,27 +66,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except SessionizerError as exc:
-        print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except (KafkaPythonError, KazooException) as exc:
-        # A last resort: commands wrap these where they can say more.
-        print(
-            f"sessionizer {args.command}: error: the cluster did not answer ({_short(exc)}); "
-            "check --zk / --bootstrap (or SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP) and that "
-            "the servers are up",
-            file=sys.stderr,
-        )
-        return 2
+        if not (isinstance(exc, ClientError) and exc.client_class):
+            print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        return _no_answer(args.command, exc)  # the client's own error, as it raised it
+    except KazooException as exc:
+        return _no_answer(args.command, exc)
     except BrokenPipeError:
         return _reader_gone()
     except KeyboardInterrupt:
         return 130
 
 
+def _no_answer(command: str, exc: BaseException) -> int:
+    """A last resort for a client's own error: commands wrap these where they can say more."""
+    print(
+        f"sessionizer {command}: error: the cluster did not answer ({_short(exc)}); "
+        "check --zk / --bootstrap (or SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP) and that "
+        "the servers are up",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def _short(exc: BaseException, limit: int = 200) -> str:
     """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
     lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    name = getattr(exc, "client_class", "") or type(exc).__name__  # a mapped error: the client's
+    text = f"{name}: {lines[0]}" if lines else name
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

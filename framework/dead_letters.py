@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from framework.kafka.admin import KafkaPythonError
 from framework.kafka.consumer import assigned_consumer, partition_zero
+from framework.kafka.errors import ClientError
 from framework.kernel.errors import SessionizerError
 from router.errors import UndecodableRecord
 from router.naming import deadletter_topic
@@ -88,6 +88,8 @@ class TopicReader:
     """Reads single-partition topics between offsets with the project's kafka-python reader."""
 
     def __init__(self, bootstrap: str, properties: Mapping[str, str], **extra: Any) -> None:
+        # Committed records only: an exactly-once node's aborted dead letters are not output.
+        extra.setdefault("isolation_level", "read_committed")
         self._consumer = assigned_consumer(
             bootstrap, "sessionizer-deadletters", properties, **extra
         )
@@ -288,7 +290,7 @@ class DeadLetterCounts:
         """Dead letters per stream so far."""
         try:
             reader = TopicReader(self._bootstrap, self._properties)
-        except KafkaPythonError:
+        except ClientError:
             return None
         try:
             end = reader.end(self._topic)
@@ -297,7 +299,7 @@ class DeadLetterCounts:
                 if stream is not None:
                     self._counts[stream] += 1
             self._position = max(self._position, end)
-        except (KafkaPythonError, DeadLetterError):
+        except (ClientError, DeadLetterError):
             return None
         finally:
             reader.close()

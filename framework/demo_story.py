@@ -20,8 +20,9 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from balancer.status import format_table, snapshot
-from framework.cluster import LocalCluster, wait_until
 from framework.cluster.artifacts import artifacts_cached, resolve_artifacts
+from framework.cluster.launcher import LocalCluster
+from framework.cluster.process import wait_until
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import SessionizerError
 from framework.kernel.transport import KafkaClient
@@ -31,7 +32,8 @@ from framework.progress import state_columns
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.verify import Verification, expected_sessions, verify_sessions
-from router.formats import FormatSpec, parse_file
+from router.format_registry import FormatSpec
+from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
@@ -176,8 +178,8 @@ def producer_config(connection: ConnectionConfig, streams: int) -> ProducerConfi
         connection.bootstrap,
         connection.app,
         streams,
-        client_properties=connection.kafka_config,
-        transport=connection.kafka_client,
+        kafka_config=connection.kafka_config,
+        kafka_client=connection.kafka_client,
     )
 
 
@@ -187,7 +189,7 @@ def aggregate_job(connection: ConnectionConfig, out: Path) -> AggregateJob:
         connection.bootstrap,
         sessions_topic(connection.app),
         out,
-        client_properties=connection.kafka_config,
+        kafka_config=connection.kafka_config,
     )
 
 

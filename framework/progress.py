@@ -9,8 +9,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from framework.dead_letters import DeadLetterCounts
-from framework.kafka.admin import KafkaPythonError
 from framework.kafka.consumer import assigned_consumer, partition_zero
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.paths import AppPaths
 from state.errors import CorruptStateError
@@ -60,7 +60,7 @@ def end_offsets(
 def state_columns(
     client: KazooClient,
     connection: ConnectionConfig,
-    on_kafka_error: Callable[[KafkaPythonError], None] | None = None,
+    on_kafka_error: Callable[[ClientError], None] | None = None,
 ) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
     """The `status` columns a stream's state and Kafka give (a `balancer.status.StreamColumns`).
 
@@ -78,7 +78,7 @@ def state_columns(
                 end_offsets(connection.bootstrap, streams, connection.kafka_config)
             )
             counts = dead.counts()  # only once Kafka answered: each try waits out a bootstrap
-        except KafkaPythonError as exc:
+        except ClientError as exc:
             ends = dict.fromkeys(streams)  # Kafka unreachable: show the ZooKeeper view
             if on_kafka_error is not None:
                 on_kafka_error(exc)

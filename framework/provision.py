@@ -8,7 +8,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from balancer import quarantine
-from framework.kafka.admin import KafkaPythonError
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.paths import AppPaths
@@ -72,7 +72,7 @@ def reset_stream(connection: ConnectionConfig, stream: str, from_offset: int) ->
             rebuilt = producers_at(
                 connection.bootstrap, connection.kafka_config, stream, from_offset, current
             )
-        except KafkaPythonError as exc:
+        except ClientError as exc:
             raise ConfigError(
                 f"cannot read {stream} from Kafka at {connection.bootstrap} to rebuild its "
                 f"producers ({exc!r}); nothing was reset"
@@ -99,7 +99,7 @@ def _check_stream(client: KazooClient, paths: AppPaths, stream: str) -> None:
 def _check_offset(connection: ConnectionConfig, stream: str, from_offset: int) -> None:
     try:
         end = end_offsets(connection.bootstrap, [stream], connection.kafka_config).get(stream)
-    except KafkaPythonError as exc:
+    except ClientError as exc:
         raise ConfigError(
             f"cannot read the end offset of {stream} from Kafka at {connection.bootstrap} "
             f"({exc!r}); nothing was reset"

@@ -9,7 +9,10 @@ from typing import Any
 from router.naming import sessions_topic
 from router.readback import read_topics
 
-__all__ = ["read_sessions"]
+__all__ = ["COMMITTED", "read_sessions"]
+
+COMMITTED = "read_committed"
+"""The isolation level every reader of `<app>.sessions` uses (docs/delivery.md)."""
 
 
 def read_sessions(
@@ -22,12 +25,13 @@ def read_sessions(
     """Every session written so far, in topic order; one per `session_id` unless told not to.
 
     With `deduplicate`, the first copy of each id is kept: replays write the same
-    content under the same id, so which copy is kept does not matter.
+    content under the same id, so which copy is kept does not matter.  Read
+    `read_committed` whatever the delivery mode: the records of an exactly-once
+    node's aborted transactions are in the log but are not output.
     """
     topic = sessions_topic(app)
-    sessions = [
-        json.loads(r.value) for r in read_topics(bootstrap, [topic], properties=properties)[topic]
-    ]
+    records = read_topics(bootstrap, [topic], properties=properties, isolation_level=COMMITTED)
+    sessions = [json.loads(r.value) for r in records[topic]]
     if not deduplicate:
         return sessions
     unique: dict[str, dict[str, Any]] = {}

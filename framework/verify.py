@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from framework.kernel.fragment import Fragment
 from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.records import Fragment
 from sessionizer.reference import batch_sessions
 
 __all__ = ["Verification", "expected_sessions", "verify_sessions"]

@@ -10,8 +10,10 @@ from router.errors import (
     StreamCountMismatch,
     UndecodableRecord,
 )
-from router.format_registry import load_format
-from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, Format, ParsedFragment, parse_line
+from router.format_registry import FORMATS, Format, load_format
+from router.formats import parse_line
+from router.formats_sshd import DEFAULT_SYSLOG_YEAR
+from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.hashing import hash64, jump_consistent_hash, stream_for_key
 from router.naming import (

@@ -18,38 +18,11 @@ import dataclasses
 from pathlib import Path
 
 from router.errors import FormatError, MalformedLine
-from router.format_registry import (
-    BUILTIN_FORMATS,
-    FORMATS,
-    BuiltinFormat,
-    Format,
-    FormatSpec,
-    FunctionFormat,
-    LineParser,
-    load_format,
-)
-from router.formats_apache import referrer_site
-from router.formats_sshd import DEFAULT_SYSLOG_YEAR, SshdFormat, log_year
+from router.format_registry import Format, FormatSpec, LineParser, load_format
+from router.formats_sshd import SshdFormat, log_year
 from router.fragment import ParsedFragment
 
-__all__ = [
-    "BUILTIN_FORMATS",
-    "DEFAULT_SYSLOG_YEAR",
-    "FORMATS",
-    "BuiltinFormat",
-    "Format",
-    "FormatSpec",
-    "FunctionFormat",
-    "LineParser",
-    "ParsedFragment",
-    "line_parser",
-    "load_format",
-    "parse_file",
-    "parse_line",
-    "referrer_site",
-    "syslog_year",
-    "with_year",
-]
+__all__ = ["line_parser", "parse_file", "parse_line", "syslog_year", "with_year"]
 
 
 def with_year(fmt: Format, year: int | None) -> Format:

@@ -84,7 +84,7 @@ def parse_apache(line: str) -> ParsedFragment:
 
 
 class ApacheFormat:
-    """The built-in `apache` format: `parse_apache` as a `router.formats.Format`."""
+    """The built-in `apache` format: `parse_apache` as a `router.Format`."""
 
     name = "apache"
 

@@ -50,7 +50,7 @@ def parse_jsonl(line: str) -> ParsedFragment:
 
 
 class JsonlFormat:
-    """The built-in `jsonl` format: `parse_jsonl` as a `router.formats.Format`."""
+    """The built-in `jsonl` format: `parse_jsonl` as a `router.Format`."""
 
     name = "jsonl"
 

@@ -82,7 +82,7 @@ def _timestamp(match: re.Match[str], year_of: Callable[[int], int]) -> int:
         else:
             month = MONTHS.get(match["month"])
             if month is None:
-                raise ValueError(f"unknown month {match['month']!r}")
+                raise MalformedLine("bad-timestamp", f"unknown month {match['month']!r}")
             moment = datetime(
                 year_of(month),
                 month,
@@ -178,7 +178,7 @@ def log_year(path: Path) -> int:
 
 @dataclass(frozen=True)
 class SshdFormat:
-    """The built-in `sshd` format: `parse_sshd` in a fixed `year`, as a `router.formats.Format`."""
+    """The built-in `sshd` format: `parse_sshd` in a fixed `year`, as a `router.Format`."""
 
     year: int = DEFAULT_SYSLOG_YEAR
     name = "sshd"  # not a dataclass field: the same name in every year

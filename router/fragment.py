@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
+from framework.kernel.errors import InvalidArgument
 from router.errors import MalformedLine
 
 __all__ = ["MONTHS", "ParsedFragment", "epoch_ms"]
@@ -39,17 +40,20 @@ class ParsedFragment:
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key:
-            raise ValueError(f"a fragment key must be a non-empty string, got {self.key!r}")
+            raise InvalidArgument(f"a fragment key must be a non-empty string, got {self.key!r}")
         if not isinstance(self.timestamp_ms, int) or isinstance(self.timestamp_ms, bool):
-            raise ValueError(f"timestamp_ms must be an int, got {self.timestamp_ms!r}")
+            raise InvalidArgument(f"timestamp_ms must be an int, got {self.timestamp_ms!r}")
         if not 0 <= self.timestamp_ms <= _MAX_TIMESTAMP_MS:
-            raise ValueError(f"timestamp_ms must be in [0, 2**63), got {self.timestamp_ms}")
+            raise InvalidArgument(f"timestamp_ms must be in [0, 2**63), got {self.timestamp_ms}")
 
 
 def epoch_ms(moment: datetime) -> int:
     """Return an aware datetime as UTC epoch ms; MalformedLine("bad-timestamp") before 1970."""
     if moment.tzinfo is None:
-        raise ValueError("epoch_ms() needs an aware datetime")
+        raise InvalidArgument(
+            f"epoch_ms() needs an aware datetime, got {moment!r}: give it a time zone "
+            "(.replace(tzinfo=UTC) for a UTC time)"
+        )
     # Integer arithmetic on timedeltas: no float rounding, sub-millisecond parts are floored.
     millis = (moment - _EPOCH) // _ONE_MS
     if millis < 0:  # datetime stops at year 9999, far below 2**63 ms

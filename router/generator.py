@@ -22,6 +22,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from framework.kernel.errors import InvalidArgument
 from router.formats_apache import referrer_site
 from router.fragment import ParsedFragment
 
@@ -142,9 +143,9 @@ def generate_fragments(
 ) -> Iterator[ParsedFragment]:
     """Yield the fragments of `sessions` synthetic web sessions, sorted by event time."""
     if sessions < 0:
-        raise ValueError(f"sessions must be >= 0, got {sessions}")
+        raise InvalidArgument(f"sessions must be >= 0, got {sessions}")
     if start_ms < 0:
-        raise ValueError(f"start_ms must be >= 0 (epoch ms), got {start_ms}")
+        raise InvalidArgument(f"start_ms must be >= 0 (epoch ms), got {start_ms}")
     # Validate now, not on the first next(): the body below is a generator.
     return _generate(sessions, random.Random(seed), start_ms)
 

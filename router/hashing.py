@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
+from framework.kernel.errors import InvalidArgument
+
 __all__ = ["hash64", "jump_consistent_hash", "stream_for_key"]
 
 _MASK64 = (1 << 64) - 1
@@ -27,9 +29,9 @@ def hash64(key: str) -> int:
 def jump_consistent_hash(key: int, num_buckets: int) -> int:
     """Return the bucket in [0, num_buckets) for a 64-bit key (Lamping & Veach's jump hash)."""
     if not 0 <= key <= _MASK64:
-        raise ValueError(f"jump hash key must be an unsigned 64-bit integer, got {key}")
+        raise InvalidArgument(f"jump hash key must be an unsigned 64-bit integer, got {key}")
     if num_buckets < 1:
-        raise ValueError(f"the number of buckets must be at least 1, got {num_buckets}")
+        raise InvalidArgument(f"the number of buckets must be at least 1, got {num_buckets}")
     b, j = -1, 0
     while j < num_buckets:
         b = j

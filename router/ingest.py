@@ -14,7 +14,8 @@ from typing import TypeVar
 import structlog
 
 from router.errors import MalformedLine, NothingParsed
-from router.formats import FORMATS, FormatSpec, line_parser, load_format
+from router.format_registry import FORMATS, FormatSpec, load_format
+from router.formats import line_parser
 from router.fragment import ParsedFragment
 from router.producer import EncodedFragment, ProducerStats, StreamProducer
 

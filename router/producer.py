@@ -1,6 +1,6 @@
 """`StreamProducer`: routes fragments to their streams, plus watermarks, over either Kafka client.
 
-The client is `ProducerConfig.transport` (`auto`, the default, takes confluent-kafka
+The client is `ProducerConfig.kafka_client` (`auto`, the default, takes confluent-kafka
 when it is installed; `kafka-python` is the reference): `router.producer_transport`
 over the client layer's producer (`framework.kafka`). Routing, encoding
 (`router.wire`), the watermark policy (`router.watermarks`) and the counters are the same for both.
@@ -23,9 +23,10 @@ from typing import Literal, NamedTuple
 import structlog
 
 from framework.kafka.kafka_python import producer_settings
+from framework.kernel.errors import InvalidSetting
 from framework.kernel.limits import MAX_EVENT_TIME_MS
 from framework.kernel.transport import KAFKA_CLIENTS, KafkaClient
-from framework.kernel.watermark import JOINED, LEFT, Marker
+from framework.kernel.watermark import JOINED, LEFT, Marker, Watermark
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
@@ -33,7 +34,7 @@ from router.naming import stream_name
 from router.producer_registry import ProducerRegistry
 from router.producer_transport import open_transport
 from router.watermarks import WatermarkPolicy
-from router.wire import Watermark, encode_fragment, encode_watermark, producer_problem
+from router.wire import encode_fragment, encode_watermark, producer_problem
 
 __all__ = [
     "DEFAULT_WATERMARK_INTERVAL_MS",
@@ -66,23 +67,33 @@ class ProducerConfig:
     # latest record is further behind gets a watermark.  Event time (not the wall
     # clock) keeps replays identical.
     watermark_interval_ms: int = DEFAULT_WATERMARK_INTERVAL_MS
-    client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """Extra Kafka client properties by their standard names (security settings...)."""
-    transport: KafkaClient = "auto"
-    """`auto` (confluent-kafka when importable), `confluent` or `kafka-python`."""
+    kafka_config: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Extra Kafka client properties by their standard names (security settings...), as
+    `ConnectionConfig.kafka_config` (`--kafka-config`)."""
+    kafka_client: KafkaClient = "auto"
+    """`auto` (confluent-kafka when importable), `confluent` or `kafka-python`, as
+    `ConnectionConfig.kafka_client` (`--kafka-client`)."""
     producer_id: str | None = None
     """Names this producer in its watermarks, so that several can write one stream (None:
     the anonymous producer of a stream with one producer)."""
 
     def __post_init__(self) -> None:
         if self.num_streams < 1:
-            raise ValueError(f"num_streams must be >= 1, got {self.num_streams}")
+            raise InvalidSetting(
+                f"num_streams must be >= 1, got {self.num_streams}: "
+                "give the stream count `sessionizer streams create --count N` recorded"
+            )
         if self.watermark_interval_ms < 1:
-            raise ValueError("watermark_interval_ms must be >= 1")
-        if self.transport not in KAFKA_CLIENTS:
-            raise ValueError(f"transport must be one of {KAFKA_CLIENTS}, got {self.transport!r}")
+            raise InvalidSetting(
+                f"watermark_interval_ms must be >= 1, got {self.watermark_interval_ms}"
+            )
+        if self.kafka_client not in KAFKA_CLIENTS:
+            raise InvalidSetting(
+                f"kafka_client must be one of {', '.join(KAFKA_CLIENTS)}, got "
+                f"{self.kafka_client!r}: it picks the library of the producer's transport"
+            )
         if self.producer_id is not None and (problem := producer_problem(self.producer_id)):
-            raise ValueError(problem)
+            raise InvalidSetting(f"producer_id: {problem}")
 
     def kafka_settings(self) -> dict[str, object]:
         """The `KafkaProducer` settings this config stands for (the benchmark reuses them)."""
@@ -94,13 +105,13 @@ class ProducerConfig:
             "batch_size": self.batch_size,
             "compression_type": None if self.compression == "none" else self.compression,
             "client_id": f"{self.app}-producer",
-            **producer_settings(self.client_properties),
+            **producer_settings(self.kafka_config),
         }
 
     def confluent_settings(self) -> dict[str, object]:
         """The same settings for confluent-kafka's `Producer` (the benchmark reuses them)."""
         return {
-            **self.client_properties,
+            **self.kafka_config,
             "bootstrap.servers": self.bootstrap,
             "client.id": f"{self.app}-producer",
             "acks": "all",

@@ -5,7 +5,7 @@ record timestamp), counts what failed, and fetches the metadata of every stream
 topic in one go before the first send. `StreamProducer` does the routing,
 encoding, watermarks and counting on top. The client (kafka-python or
 confluent-kafka) is the layer's `RecordProducer` (`framework.kafka`), chosen by
-`open_producer` from `ProducerConfig.transport`.
+`open_producer` from `ProducerConfig.kafka_client`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ import structlog
 
 from framework.kafka.errors import ClientError, FlushIncomplete, SendFailed
 from framework.kafka.producer import Headers, RecordProducer, open_producer
-from router.errors import ProduceFailed, ProvisioningError, StreamCountMismatch
-from router.naming import stream_index
+from router.errors import ProduceFailed, ProvisioningError
+from router.provisioning import check_stream_count
 
 if TYPE_CHECKING:
     from router.producer import ProducerConfig
 
 __all__ = [
-    "Headers",
     "KafkaTransport",
     "ProducerTransport",
-    "check_stream_count",
     "open_transport",
 ]
 
@@ -62,36 +60,21 @@ class ProducerTransport(Protocol):
 
 
 def open_transport(config: ProducerConfig, topics: Sequence[str]) -> ProducerTransport:
-    """The transport over the client `config.transport` resolves to (`auto`: confluent-kafka
+    """The transport over the client `config.kafka_client` resolves to (`auto`: confluent-kafka
     when installed)."""
     try:
         producer = open_producer(
-            config.transport,
+            config.kafka_client,
             kafka_python=config.kafka_settings,
             confluent=config.confluent_settings,
         )
     except ClientError as exc:
-        raise ProvisioningError(
-            f"cannot reach Kafka at {config.bootstrap}: {exc}; is the cluster up?"
-        ) from exc
+        raise _unreachable(config.bootstrap, exc) from exc
     return KafkaTransport(config, topics, producer)
 
 
-def check_stream_count(names: Sequence[str], app: str, num_streams: int) -> None:
-    """Raise unless the topic `names` hold exactly `num_streams` streams of `app`."""
-    existing = 0
-    for name in names:
-        try:
-            stream_index(name, app=app)
-        except ValueError:
-            continue
-        existing += 1
-    if existing == 0:
-        raise ProvisioningError(
-            f"app {app!r} has no stream topics; run `sessionizer streams create --count N` first"
-        )
-    if existing != num_streams:
-        raise StreamCountMismatch(app, expected=existing, configured=num_streams)
+def _unreachable(bootstrap: str, exc: ClientError) -> ProvisioningError:
+    return ProvisioningError(f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up?")
 
 
 class KafkaTransport:
@@ -113,9 +96,7 @@ class KafkaTransport:
         try:
             names = self._producer.topic_names(_METADATA_TIMEOUT_S)
         except ClientError as exc:
-            raise ProvisioningError(
-                f"cannot reach Kafka at {config.bootstrap}: {exc}; is the cluster up?"
-            ) from exc
+            raise _unreachable(config.bootstrap, exc) from exc
         check_stream_count(names, config.app, config.num_streams)
         self._producer.warm_metadata(self._topics)
 

@@ -1,29 +1,30 @@
 """Create and check an app's Kafka topics: the streams, `<app>.sessions`, `<app>.deadletter`,
-and `<app>.handover` (compacted: each stream's latest handover record, docs/nodes.md)."""
+`<app>.handover` (compacted: each stream's latest handover record, docs/nodes.md) and
+`<app>.state` (compacted: each exactly-once stream's committed state, docs/exactly-once.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from framework.kafka.admin import (
-    InvalidReplicationFactorError,
-    KafkaPythonError,
-    TopicAlreadyExistsError,
-    admin_client,
-)
+from framework.kafka.admin import admin_client
+from framework.kafka.errors import ClientError, InvalidReplication, TopicExists
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
 __all__ = [
     "HANDOVER_TOPIC_CONFIG",
+    "STATE_TOPIC_CONFIG",
     "TopicPlan",
+    "check_stream_count",
     "create_stream_topics",
     "existing_stream_count",
     "handover_topic",
+    "state_topic",
+    "stream_count",
     "verify_stream_topics",
 ]
 
@@ -36,6 +37,21 @@ HANDOVER_TOPIC_CONFIG = {
     "max.message.bytes": str(16 * 1024 * 1024 + 64 * 1024),
 }
 """Topic settings of `<app>.handover`: keyed by stream, only the latest record matters."""
+
+
+STATE_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    # Keep the uncompacted tail short: a node taking a stream reads the whole topic once.
+    "segment.ms": "60000",
+    "min.cleanable.dirty.ratio": "0.1",
+    "max.message.bytes": str(2 * 1024 * 1024),
+}
+"""Topic settings of `<app>.state`: keyed by stream, the newest committed record matters."""
+
+
+def state_topic(app: str) -> str:
+    """`<app>.state`: exactly-once streams' state records, committed with their output."""
+    return f"{app}.state"
 
 
 def handover_topic(app: str) -> str:
@@ -56,12 +72,13 @@ class TopicPlan:
         return [stream_name(self.app, i) for i in range(self.num_streams)]
 
     def all_topics(self) -> list[str]:
-        """Streams plus the sessions, dead-letter and handover topics."""
+        """Streams plus the sessions, dead-letter, handover and state topics."""
         return [
             *self.stream_topics(),
             sessions_topic(self.app),
             deadletter_topic(self.app),
             handover_topic(self.app),
+            state_topic(self.app),
         ]
 
     def configs(self, topic: str) -> dict[str, str]:
@@ -71,13 +88,15 @@ class TopicPlan:
         configs = {"message.timestamp.type": "CreateTime", "retention.ms": "-1"}
         if topic == handover_topic(self.app):
             configs.update(HANDOVER_TOPIC_CONFIG)
+        if topic == state_topic(self.app):
+            configs.update(STATE_TOPIC_CONFIG)
         return configs
 
 
 def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> Any:
     try:
         return admin_client(bootstrap, properties, client_id="sessionizer-admin")
-    except KafkaPythonError as exc:
+    except ClientError as exc:
         raise ProvisioningError(
             f"cannot reach Kafka at {bootstrap}: {exc}; is the cluster up (and, for a "
             "secured cluster, --kafka-config / SESSIONIZER_KAFKA_CONFIG right)?"
@@ -86,14 +105,30 @@ def _admin(bootstrap: str, properties: Mapping[str, str] | None = None) -> Any:
 
 def existing_stream_count(admin: Any, app: str) -> int:
     """How many `<app>.stream.NNNN` topics exist."""
+    return stream_count(admin.list_topics(), app)
+
+
+def stream_count(names: Iterable[str], app: str) -> int:
+    """How many of the topic `names` are streams of `app`."""
     count = 0
-    for name in admin.list_topics():
+    for name in names:
         try:
             stream_index(name, app=app)
         except ValueError:
             continue
         count += 1
     return count
+
+
+def check_stream_count(names: Iterable[str], app: str, num_streams: int) -> None:
+    """Raise unless the topic `names` hold exactly `num_streams` streams of `app`."""
+    existing = stream_count(names, app)
+    if existing == 0:
+        raise ProvisioningError(
+            f"app {app!r} has no stream topics; run `sessionizer streams create --count N` first"
+        )
+    if existing != num_streams:
+        raise StreamCountMismatch(app, expected=existing, configured=num_streams)
 
 
 def create_stream_topics(
@@ -133,16 +168,16 @@ def _create(admin: Any, plan: TopicPlan, topics: list[str]) -> None:
     }
     try:
         admin.create_topics(specs, wait_for_metadata=True)
-    except TopicAlreadyExistsError:
+    except TopicExists:
         pass  # a concurrent create won the race; the topics are there either way
-    except InvalidReplicationFactorError as exc:
+    except InvalidReplication as exc:
         brokers = len(admin.describe_cluster().get("brokers", []))
         raise ProvisioningError(
             f"cannot create the topics of app {plan.app!r} with replication factor "
             f"{plan.replication}: the cluster has {brokers} broker(s); pass --replication "
             f"{max(1, brokers)} or less"
         ) from exc
-    except KafkaPythonError as exc:
+    except ClientError as exc:
         # One line: kafka-python's message can hold the whole request (kilobytes).
         raise ProvisioningError(
             f"creating {len(topics)} topics for app {plan.app!r} failed: {_short(exc)}; "
@@ -174,13 +209,14 @@ def _check_replication(admin: Any, plan: TopicPlan, existing: list[str]) -> None
         )
 
 
-def _short(exc: KafkaPythonError, limit: int = 200) -> str:
+def _short(exc: ClientError, limit: int = 200) -> str:
     """The error's class and description (else its message's first line, cut): never
     its whole payload."""
     text = getattr(exc, "description", "") or next(iter(str(exc).splitlines()), "")
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return f"{type(exc).__name__} ({text})" if text else type(exc).__name__
+    name = exc.client_class or type(exc).__name__  # the client's own class, as it raised it
+    return f"{name} ({text})" if text else name
 
 
 def verify_stream_topics(
@@ -189,12 +225,7 @@ def verify_stream_topics(
     """Raise unless exactly `num_streams` stream topics exist for `app`."""
     admin = _admin(bootstrap, properties)
     try:
-        existing = existing_stream_count(admin, app)
+        names = admin.list_topics()
     finally:
         admin.close()
-    if existing == 0:
-        raise ProvisioningError(
-            f"app {app!r} has no stream topics; run `sessionizer streams create --count N` first"
-        )
-    if existing != num_streams:
-        raise StreamCountMismatch(app, expected=existing, configured=num_streams)
+    check_stream_count(names, app, num_streams)

@@ -18,15 +18,22 @@ def read_topics(
     *,
     timeout: float = 60.0,
     properties: Mapping[str, str] | None = None,
+    isolation_level: str = "read_committed",
 ) -> dict[str, list[Any]]:
     """Return every record of each topic's partition 0 that existed when called.
 
     The end offsets are taken first, so records produced meanwhile are not
     waited for; raises `RouterError` if the end is not reached within `timeout`.
+    Committed records only by default: an exactly-once node writes sessions and
+    dead letters in transactions, and an aborted one's records are not output.
     """
     partitions = [partition_zero(topic) for topic in topics]
     consumer = assigned_consumer(
-        bootstrap, "sessionizer-readback", properties or {}, auto_offset_reset="earliest"
+        bootstrap,
+        "sessionizer-readback",
+        properties or {},
+        auto_offset_reset="earliest",
+        isolation_level=isolation_level,
     )
     try:
         consumer.assign(partitions)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from framework.kernel.errors import InvalidArgument
+
 __all__ = ["WatermarkPolicy"]
 
 _NONE: Sequence[int] = ()
@@ -46,9 +48,9 @@ class WatermarkPolicy:
 
     def __init__(self, num_streams: int, interval_ms: int, *, announce_start: bool = False) -> None:
         if num_streams < 1:
-            raise ValueError(f"num_streams must be >= 1, got {num_streams}")
+            raise InvalidArgument(f"num_streams must be >= 1, got {num_streams}")
         if interval_ms < 1:
-            raise ValueError(f"interval_ms must be >= 1, got {interval_ms}")
+            raise InvalidArgument(f"interval_ms must be >= 1, got {interval_ms}")
         self._interval = interval_ms
         self.clock_ms = -1
         """The producer's clock: the largest event time seen (-1 before the first)."""

@@ -16,10 +16,12 @@
 `Watermark` is `framework.kernel.watermark.Watermark`, the one watermark type the engine
 consumes too (a decoded one carries the record's offset when given one).
 
-Decoding is total: `decode_record` returns a `ParsedFragment` or a `Watermark`, or
-raises `UndecodableRecord` with one of the reason codes of `UndecodableReason`,
-whatever bytes, headers and timestamp it is given. The codes are documented in
-docs/routing.md ("Kafka records and dead-letter reasons").
+Decoding is total: `decode_fragment` (the node's path) returns a `Fragment` (the
+one fragment shape on a node's path, `framework.kernel.fragment`) or a `Watermark`,
+`decode_record` a `ParsedFragment` or a `Watermark`; both raise `UndecodableRecord`
+with one of the reason codes of `UndecodableReason` instead, whatever bytes, headers
+and timestamp they are given. The codes are documented in docs/routing.md ("Kafka
+records and dead-letter reasons").
 """
 
 from __future__ import annotations
@@ -30,15 +32,18 @@ from typing import Any, NoReturn
 
 import msgpack
 
+from framework.kernel.errors import InvalidArgument
+from framework.kernel.fragment import Fragment
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.kernel.watermark import MARKERS, MAX_PRODUCER_ID_BYTES, Watermark
+from router import hot_path
 from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 
 __all__ = [
     "KIND_HEADER",
     "WATERMARK_KIND",
-    "Watermark",
+    "decode_fragment",
     "decode_parts",
     "decode_record",
     "encode_fragment",
@@ -83,20 +88,20 @@ def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
 def encode_watermark(watermark: Watermark) -> tuple[bytes, list[tuple[str, bytes]]]:
     """Return the (value, headers) of a watermark record.
 
-    Raises `ValueError` for a watermark a node would dead-letter (a time outside the
-    event-time range, a non-boolean `end`): a producer bug, not bad input.
+    Raises `InvalidArgument` (a `ValueError`) for a watermark a node would dead-letter (a
+    time outside the event-time range, a non-boolean `end`): a producer bug, not bad input.
     """
     stamp = watermark.timestamp_ms
     if _event_time(stamp, allow_float=False) is None:
-        raise ValueError(
+        raise InvalidArgument(
             f"watermark {_show(stamp)} is not an integer event time in {_EVENT_TIME_RANGE}"
         )
     if not isinstance(watermark.end, bool):
-        raise ValueError(f"watermark end must be a bool, got {_show(watermark.end)}")
+        raise InvalidArgument(f"watermark end must be a bool, got {_show(watermark.end)}")
     body: dict[str, object] = {"watermark": stamp, "end": watermark.end}
     problem = producer_problem(watermark.producer, watermark.marker)
     if problem is not None:
-        raise ValueError(problem)
+        raise InvalidArgument(problem)
     if watermark.producer is not None:
         body["producer"] = watermark.producer
     if watermark.marker is not None:
@@ -122,6 +127,23 @@ def decode_record(
         raise UndecodableRecord("bad-fragment", str(exc), offset=offset) from exc
 
 
+def decode_fragment(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes]] | None,
+    timestamp_ms: int,
+    offset: int,
+) -> Fragment | Watermark:
+    """Decode the record at `offset` into what the engine takes, or raise `UndecodableRecord`.
+
+    The node's per-record path: the `Fragment` goes on to the engine as it is.
+    """
+    item = _decode(key, value, headers, timestamp_ms, offset)
+    if isinstance(item, Watermark):
+        return item
+    return Fragment(offset, item[0], timestamp_ms, item[1])
+
+
 def decode_parts(
     key: bytes | None,
     value: bytes | None,
@@ -130,11 +152,22 @@ def decode_parts(
     *,
     offset: int | None = None,
 ) -> tuple[str, int, dict[str, Any]] | Watermark:
-    """`decode_record` without the `ParsedFragment`: a fragment as (key, event time, fields).
+    """`decode_fragment` for a record whose offset may be unknown: a fragment as (key, event
+    time, fields).  Callers that know the offset use `decode_fragment`."""
+    item = _decode(key, value, headers, timestamp_ms, offset)
+    if isinstance(item, Watermark):
+        return item
+    return item[0], timestamp_ms, item[1]
 
-    The node's per-record path: the checks are the same, the parts go straight on
-    to the engine.
-    """
+
+def _decode(
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes]] | None,
+    timestamp_ms: int,
+    offset: int | None,
+) -> tuple[str, dict[str, Any]] | Watermark:
+    """The checks of both decoders: a watermark, or a fragment's (key, fields)."""
     kind = _kind(headers, offset)
     if kind == WATERMARK_KIND:
         return _watermark(_unpack(value, offset), offset)
@@ -153,7 +186,7 @@ def decode_parts(
     bad_name = _first_non_str(fields)
     if bad_name is not None:
         _fail("bad-field-name", f"field name {_show(bad_name[0])} is not a string", offset)
-    return text_key, timestamp_ms, fields
+    return text_key, fields
 
 
 def _kind(headers: Any, offset: int | None) -> Any:
@@ -182,7 +215,8 @@ def _key(key: Any, offset: int | None) -> str:
     if len(key) > MAX_KEY_BYTES:
         _fail("key-too-long", f"{len(key)} bytes, over {MAX_KEY_BYTES}", offset)
     try:
-        return bytes(key).decode("utf-8")
+        # bytes(...) only for a bytearray: it would copy the common bytes for nothing.
+        return (key if type(key) is bytes else bytes(key)).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UndecodableRecord("key-not-utf8", repr(key[:100]), offset=offset) from exc
 
@@ -258,6 +292,11 @@ def _unpack(value: Any, offset: int | None) -> Any:
         _fail("missing-value", "", offset)
     if not isinstance(value, bytes | bytearray | memoryview):
         _fail("not-msgpack", f"the value is a {type(value).__name__}, not bytes", offset)
+    fast = hot_path.fast_unpacker()
+    if fast is not None and type(value) is bytes:
+        fields = fast(value)  # None: not a flat map, or refused; the reference decides
+        if fields is not None:
+            return fields
     try:
         # strict_map_key=False: nested maps may have integer (or other) keys.
         return msgpack.unpackb(value, raw=False, strict_map_key=False)

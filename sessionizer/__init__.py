@@ -1,19 +1,25 @@
-"""Sessions: the `StreamProcessor` contract, the session engine and its records."""
+"""Sessions: the session engine, its records and `Timing`.
+
+The `StreamProcessor` contract (`sessionizer.processor`) is public as
+`framework.StreamProcessor`, the one path the README shows; `Watermark` (the
+kernel's `framework.kernel.watermark`) is public here.
+"""
 
 from __future__ import annotations
 
-from sessionizer.engine import EngineCounters, SessionEngine
+from framework.kernel.fragment import Fragment
+from framework.kernel.watermark import Watermark
+from sessionizer.engine import SessionEngine
 from sessionizer.errors import OffsetOrderError, ProcessorError, SessionError
-from sessionizer.processor import StreamProcessor, Timing
+from sessionizer.processor import Timing
 from sessionizer.records import (
+    EngineCounters,
     EngineOutput,
     FinishedSession,
-    Fragment,
     FutureFragment,
     HookFailure,
     LateFragment,
     Record,
-    Watermark,
     session_id,
 )
 from sessionizer.reference import BatchSession, batch_sessions
@@ -32,7 +38,6 @@ __all__ = [
     "Record",
     "SessionEngine",
     "SessionError",
-    "StreamProcessor",
     "Timing",
     "Watermark",
     "batch_sessions",

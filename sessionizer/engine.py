@@ -33,6 +33,8 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from framework.kernel.fragment import Fragment
+from framework.kernel.watermark import Watermark
 from sessionizer import hooks
 from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import OffsetOrderError, SessionError
@@ -42,10 +44,8 @@ from sessionizer.records import (
     EngineCounters,
     EngineOutput,
     FinishedSession,
-    Fragment,
     HookFailure,
     Record,
-    Watermark,
     future_fragment,
     late_fragment,
     session_id,
@@ -54,7 +54,7 @@ from sessionizer.timeline import KeyTimeline, Member, Segment
 from state.record import IgnoreEntry, StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
-__all__ = ["EngineCounters", "SessionEngine"]
+__all__ = ["SessionEngine"]
 
 
 class SessionEngine:
@@ -133,18 +133,17 @@ class SessionEngine:
             return self.process_watermark(
                 record.offset, record.timestamp_ms, record.end, record.producer, record.marker
             )
-        return self.process_fragment(record.offset, record.key, record.timestamp_ms, record.value)
+        # The fragment as the wire decoder made it: the engine keeps this object itself.
+        offset = record.offset
+        self._expect(offset)
+        return self._settle(offset, self._on_fragment(record))
 
     def process_fragment(
         self, offset: int, key: str, timestamp_ms: int, value: dict[str, Any]
     ) -> list[EngineOutput]:
-        """Process the stream's next record, a fragment given by its decoded parts.
-
-        The same as `process(Fragment(offset, key, timestamp_ms, value))`, without the
-        `Fragment`: the node passes what the wire decoder returned straight on.
-        """
-        self._expect(offset)
-        return self._settle(offset, self._on_fragment(offset, key, timestamp_ms, value))
+        """Process the stream's next record, a fragment given by its decoded parts: the same
+        as `process(Fragment(offset, key, timestamp_ms, value))`."""
+        return self.process(Fragment(offset, key, timestamp_ms, value))
 
     def process_watermark(
         self,
@@ -267,20 +266,19 @@ class SessionEngine:
         outputs.extend(self._advance(None if future else allowed))
         return outputs + self._close_all() if ends else outputs
 
-    def _on_fragment(
-        self, offset: int, key: str, record_ts: int, value: dict[str, Any]
-    ) -> list[EngineOutput]:
+    def _on_fragment(self, fragment: Fragment) -> list[EngineOutput]:
         self._fragments += 1
         try:
-            event_time = hooks.event_time(self.processor.timestamp(value, record_ts))
+            stamp = self.processor.timestamp(fragment.value, fragment.timestamp_ms)
+            event_time = hooks.event_time(stamp)
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Without an event time it neither moves stream time nor judges a parked record.
-            return [self._hook_failed(Fragment(offset, key, record_ts, value), "timestamp", exc)]
+            return [self._hook_failed(fragment, "timestamp", exc)]
         outputs = self._resolve_parked(event_time) if self._parked is not None else []
         if self._too_far_ahead(event_time):
-            self._park(Fragment(offset, key, record_ts, value), event_time)
+            self._park(fragment, event_time)
             return outputs
-        placed = self._place(offset, key, record_ts, value, event_time)
+        placed = self._place(fragment, event_time)
         return outputs + placed if outputs else placed
 
     def _too_far_ahead(self, event_time: int) -> bool:
@@ -317,10 +315,7 @@ class SessionEngine:
                     _offset(record), record.producer, None, parked.event_time_ms, False
                 )
                 return self._advance(verdict[0])
-            value = record.value
-            return self._place(
-                record.offset, record.key, record.timestamp_ms, value, parked.event_time_ms
-            )
+            return self._place(record, parked.event_time_ms)
         self._future += 1
         if isinstance(record, Watermark):
             return []  # dropped; counted
@@ -328,10 +323,9 @@ class SessionEngine:
             future_fragment(record, parked.event_time_ms, parked.stream_time_ms, event_time, lead)
         ]
 
-    def _place(
-        self, offset: int, key: str, record_ts: int, value: dict[str, Any], event_time: int
-    ) -> list[EngineOutput]:
+    def _place(self, fragment: Fragment, event_time: int) -> list[EngineOutput]:
         """Skip, reject as late, or add a fragment to its key's sessions."""
+        offset, key = fragment.offset, fragment.key
         before = self._stream_time_ms
         if self._tracker.should_skip(key, offset, event_time):
             # Already in a finished session; it still moves stream time, as it did then.
@@ -339,19 +333,17 @@ class SessionEngine:
             return self._advance(self._clocks.fragment(event_time))
         if before is not None and event_time < before - self.timing.grace_ms:
             self._late += 1
-            fragment = Fragment(offset, key, record_ts, value)
             return [late_fragment(fragment, event_time, before, self.timing.grace_ms)]
         try:
-            is_end = bool(self.processor.is_end(value))
+            is_end = bool(self.processor.is_end(fragment.value))
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Its event time still counts: a replay may skip it, and skipping advances.
-            fragment = Fragment(offset, key, record_ts, value)
             failed = self._hook_failed(fragment, "is_end", exc)
             return [failed, *self._advance(self._clocks.fragment(event_time))]
         timeline = self._timelines.get(key)
         if timeline is None:
             timeline = self._timelines[key] = KeyTimeline(key)
-        member: Member = (event_time, offset, is_end, before, record_ts, value)
+        member: Member = (event_time, offset, is_end, before, fragment)
         changed = timeline.place(member, self.timing)
         if changed is not None:
             dropped, added = changed

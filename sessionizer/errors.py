@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from framework.kernel.errors import SessionizerError
 
-__all__ = ["OffsetOrderError", "ProcessorError", "SessionError", "SinkError"]
+__all__ = [
+    "HookError",
+    "OffsetOrderError",
+    "ProcessorError",
+    "SessionError",
+    "SessionNotOpen",
+    "SinkError",
+]
 
 
 class SessionError(SessionizerError):
@@ -15,8 +22,21 @@ class ProcessorError(SessionError):
     """A `StreamProcessor` subclass is defined wrongly (for example a negative timeout)."""
 
 
+class HookError(SessionError, ValueError):
+    """A processor hook failed or returned a value the engine cannot use.
+
+    Never seen by a caller: the engine turns it into a dead letter (`timestamp`, the
+    fold hooks' `sessionizer.hooks.HookFailed`) or the handover into a replay
+    (`load_session`).
+    """
+
+
 class OffsetOrderError(SessionError):
     """Records reached a stream's engine out of offset order, or before its resume point."""
+
+
+class SessionNotOpen(SessionError):
+    """A key has no open session at the given first offset (a truncation asked for one)."""
 
 
 class SinkError(SessionError):

@@ -34,14 +34,15 @@ from typing import Any, Final
 
 import msgpack
 
+from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark as AnyWatermark
 from sessionizer.engine import SessionEngine
 from sessionizer.engine_state import EngineState, Parked
-from sessionizer.errors import SessionError
+from sessionizer.errors import HookError, SessionError
 from sessionizer.handover_check import engine_problem
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.producer_clocks import ProducerClocks
-from sessionizer.records import Fragment, Record
+from sessionizer.records import Record
 from sessionizer.timeline import KeyTimeline
 from state.record import StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
@@ -232,7 +233,7 @@ def _loader(processor: StreamProcessor[Any]) -> Callable[[bytes], Any]:
         try:
             return processor.load_session(data)
         except Exception as exc:  # user code: replay instead
-            raise ValueError(f"load_session failed: {type(exc).__name__}: {exc}") from exc
+            raise HookError(f"load_session failed: {type(exc).__name__}: {exc}") from exc
 
     return load
 

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.kernel.watermark import MAX_PRODUCER_ID_BYTES
+from sessionizer.errors import SessionError
 from sessionizer.processor import Timing
 from state.record import MAX_OFFSET, MAX_PRODUCERS, StreamState
 from state.tracker import ENTRY_OVERHEAD_BYTES
@@ -49,7 +50,7 @@ ENGINE_FIELDS: Final = ("time", "tracker", "timelines", "deadlines", "folds", "p
 _INT64: Final = (-(2**63), 2**63 - 1)
 
 
-class _Mismatch(Exception):
+class _Mismatch(SessionError):
     """One thing wrong with the document (its message says what)."""
 
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, SupportsInt, cast
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
+from sessionizer.errors import HookError
 from sessionizer.processor import StreamProcessor
-from sessionizer.records import FoldedHookFailure, Fragment, HookFailure
+from sessionizer.records import FoldedHookFailure, HookFailure
 from sessionizer.timeline import Failure, KeyTimeline, Member, Segment
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class HookFailed(Exception):
+class HookFailed(HookError):
     """A fold hook raised or returned something unusable; names the hook."""
 
     def __init__(self, hook: str, error: str, trace: str = "") -> None:
@@ -65,7 +66,7 @@ def fold(processor: StreamProcessor[Any], key: str, segment: Segment, member: Me
     session keeps its boundaries and goes to the dead letters whole when it ends.
     """
     if segment.failure is None:
-        value = member[5]
+        value = member[4].value
         hook = "update"
         try:
             if not segment.folded:
@@ -76,8 +77,7 @@ def fold(processor: StreamProcessor[Any], key: str, segment: Segment, member: Me
             if replacement is not None:
                 segment.state = replacement
         except Exception as exc:  # a user hook: any failure goes to the dead letters
-            fragment = Fragment(member[1], key, member[4], value)
-            segment.failure = Failure(hook, describe(exc), fragment, trace(exc))
+            segment.failure = Failure(hook, describe(exc), member[4], trace(exc))
             segment.state = None
     segment.absorb(member)
 
@@ -106,7 +106,7 @@ def dead_letters(
     raw when the session ended; or the one a hook failed on), else a
     `FoldedHookFailure` naming its offset.  `segment` must be fully folded.
     """
-    held = {member[1]: Fragment(member[1], key, member[4], member[5]) for member in pending}
+    held = {member[1]: member[4] for member in pending}
     if segment.failure is not None and segment.failure.fragment is not None:
         held[segment.failure.fragment.offset] = segment.failure.fragment
     letters: list[HookFailure | FoldedHookFailure] = []
@@ -128,11 +128,13 @@ def event_time(value: object) -> int:
     if type(value) is int and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:
         return value  # the common case (the record timestamp), without the ABC check
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise TypeError(f"timestamp() must return epoch milliseconds, got {value!r}")
+        raise HookError(
+            f"timestamp() must return epoch milliseconds (a finite int or float), got {value!r}"
+        )
     millis = int(cast(SupportsInt, value))  # a Real: int() takes it
     # Out of range, the state could not be encoded at the next commit (msgpack ints).
     if not MIN_EVENT_TIME_MS <= millis <= MAX_EVENT_TIME_MS:
-        raise ValueError(
+        raise HookError(
             f"timestamp() returned {value!r}, outside the valid event times "
             f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}] ms"
         )

@@ -9,9 +9,9 @@ fragment of a failed session that was already folded (only its offset is left);
 the node sends all but the first to the dead-letter topic, so nothing read is
 ever silently lost.
 
-`Watermark` is `framework.kernel.watermark.Watermark`, re-exported: the one watermark
-type, which the wire decoder returns too (`Watermark(timestamp_ms, end=False,
-offset=None)`; the engine needs `offset`).
+`Watermark` is `framework.kernel.watermark.Watermark` (public as `sessionizer.Watermark`):
+the one watermark type, which the wire decoder returns too (`Watermark(timestamp_ms,
+end=False, offset=None)`; the engine needs `offset`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark
 
 __all__ = [
@@ -27,12 +28,10 @@ __all__ = [
     "EngineOutput",
     "FinishedSession",
     "FoldedHookFailure",
-    "Fragment",
     "FutureFragment",
     "HookFailure",
     "LateFragment",
     "Record",
-    "Watermark",
     "future_fragment",
     "late_fragment",
     "session_id",
@@ -48,16 +47,6 @@ def session_id(stream: str, first_offset: int, key: str) -> str:
     """
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=4).hexdigest()
     return f"{stream}:{first_offset}:{digest}"
-
-
-@dataclass(frozen=True, slots=True)
-class Fragment:
-    """A fragment record of a stream: session key, record timestamp and decoded fields."""
-
-    offset: int
-    key: str
-    timestamp_ms: int
-    value: dict[str, Any]
 
 
 Record: TypeAlias = Fragment | Watermark

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sessionizer.records import Fragment, session_id
+from framework.kernel.fragment import Fragment
+from sessionizer.records import session_id
 
 __all__ = ["BatchSession", "batch_sessions"]
 

@@ -27,7 +27,8 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Final, Protocol, runtime_checkable
 
-from sessionizer.errors import SinkError
+from framework.kernel.errors import InvalidArgument
+from sessionizer.errors import SessionError, SinkError
 from sessionizer.records import FinishedSession
 
 __all__ = [
@@ -129,7 +130,8 @@ class DeadLetter:
     ) -> DeadLetter:
         """Read a dead letter back from a record of the dead-letter topic (`headers()`'s inverse).
 
-        Raises `ValueError` for a record without the headers a node writes.
+        Raises `InvalidArgument` (a `ValueError`) for a record without the headers a node
+        writes.
         """
         found: dict[str, str] = {}
         for name, raw in headers or ():
@@ -143,7 +145,7 @@ class DeadLetter:
         offset = get("offset") or found.get("offset")
         reason = get("reason") or found.get("reason")
         if stream is None or offset is None or reason is None:
-            raise ValueError("not a dead letter: no stream, offset and reason headers")
+            raise InvalidArgument("not a dead letter: no stream, offset and reason headers")
         last, stamp = get("offset.last"), get("timestamp")
         return cls(
             stream=stream,
@@ -168,7 +170,7 @@ def _clip(text: str, limit: int) -> bytes:
     return data if len(data) <= limit else data[:limit].decode("utf-8", "ignore").encode()
 
 
-class UnsendableSession(ValueError):
+class UnsendableSession(SessionError, ValueError):
     """A session no retry can send; `reason`: `session-unencodable` or `session-too-large`."""
 
     def __init__(self, reason: str, error: str) -> None:
@@ -198,7 +200,7 @@ class SessionSink(Protocol):
 
 
 def json_fallback(value: object) -> object:
-    """The JSON form of a result value JSON has no type for; raise `TypeError` for the rest.
+    """The JSON form of a result value JSON has no type for; `TypeError` for the rest.
 
     Deterministic, so every emission of a session is the same bytes: a set or
     frozenset of strings only, or of numbers only, is a sorted list; a date, time

@@ -25,18 +25,24 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
+from framework.kernel.fragment import Fragment
+from sessionizer.errors import SessionNotOpen
 from sessionizer.processor import Timing
-from sessionizer.records import Fragment
 
 __all__ = ["Failure", "KeyTimeline", "Member", "Segment", "split"]
 
-Member: TypeAlias = tuple[int, int, bool, int | None, int, dict[str, Any]]
+Member: TypeAlias = tuple[int, int, bool, int | None, Fragment]
 """A raw fragment of an open session: (event time, offset, is_end, stream time before
-it was read, record timestamp, decoded fields).  A plain tuple: one allocation per
-fragment, and it sorts by (event time, offset) as the split rule wants (offsets are
-unique, so the comparison never goes further)."""
+it was read, the fragment as decoded).  A tuple that sorts by (event time, offset) as
+the split rule wants (offsets are unique, so the comparison never reaches the fragment)."""
+
+
+_SHORT_OFFSETS: Final = 24
+"""Folded offsets are kept in an immutable `bytes` below this many bytes (see `Segment`)."""
+_BYTE: Final = tuple(bytes((value,)) for value in range(0x80))
+_NO_FRAGMENT: Final = Fragment(0, "", 0, {})  # the placeholder of a session restored empty
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +89,9 @@ class Segment:
         self.tail_end = False
         self.opener_offset = 0
         self.opener_time: int | None = None
-        self.offsets = bytearray()
+        # Immutable bytes while short (a 40-byte block against bytearray's two, 70 bytes):
+        # most sessions are a few members; past `_SHORT_OFFSETS` a bytearray grows in place.
+        self.offsets: bytes | bytearray = b""
         self.state: Any = None
         self.failure: Failure | None = None
 
@@ -161,11 +169,17 @@ class Segment:
         # below 64, 2 below 8,192...  (inline: this runs for every fragment).
         delta = offset - self.tail_offset if self.folded else offset
         value = delta << 1 if delta >= 0 else (-delta << 1) - 1
-        buffer = self.offsets
-        while value >= 0x80:
-            buffer.append(value & 0x7F | 0x80)
-            value >>= 7
-        buffer.append(value)
+        if len(self.offsets) < _SHORT_OFFSETS:
+            # bytes: a new small object; a bytearray (restored long) grows in place.
+            self.offsets += _BYTE[value] if value < 0x80 else _varint(value)
+        else:
+            buffer = self.offsets
+            if not isinstance(buffer, bytearray):
+                buffer = self.offsets = bytearray(buffer)
+            while value >= 0x80:
+                buffer.append(value & 0x7F | 0x80)
+                value >>= 7
+            buffer.append(value)
         if not self.folded or offset < self.opener_offset:
             self.opener_offset, self.opener_time = offset, before
         self.folded += 1
@@ -205,7 +219,9 @@ class Segment:
             failure = [self.failure.hook, self.failure.error, fragment]
         state = dump(self.state) if self.folded and self.failure is None else None
         return [
-            [list(member) for member in self.raw],
+            # The handover document keeps its format: (event time, offset, is_end, stream
+            # time before, record timestamp, fields); the key is the timeline's.
+            [[*member[:4], member[4].timestamp_ms, member[4].value] for member in self.raw],
             isinstance(self.raw, list),
             [self.first_ts, self.first_offset, self.last_offset, self.folded],
             [self.tail_ts, self.tail_offset, self.tail_end, self.opener_offset, self.opener_time],
@@ -215,12 +231,15 @@ class Segment:
         ]
 
     @classmethod
-    def restore_state(cls, data: Sequence[Any], load: Callable[[bytes], Any]) -> Segment:
-        """Rebuild a session from `export_state`'s data; `load` unpacks the user's session."""
+    def restore_state(
+        cls, data: Sequence[Any], load: Callable[[bytes], Any], key: str = ""
+    ) -> Segment:
+        """Rebuild a session of `key` from `export_state`'s data; `load` unpacks the user's
+        session."""
         raw, is_list, (first_ts, first_offset, last_offset, folded), tail, offsets = data[:5]
         state, failure = data[5:]
-        members = [_member(item) for item in raw]
-        segment = cls(members[0]) if members else cls((0, 0, False, None, 0, {}))
+        members = [_member(item, key) for item in raw]
+        segment = cls(members[0]) if members else cls((0, 0, False, None, _NO_FRAGMENT))
         segment.raw = members if is_list else tuple(members)
         segment.first_ts, segment.first_offset, segment.last_offset = (
             first_ts,
@@ -230,7 +249,7 @@ class Segment:
         segment.folded = folded
         segment.tail_ts, segment.tail_offset, segment.tail_end = tail[0], tail[1], tail[2]
         segment.opener_offset, segment.opener_time = tail[3], tail[4]
-        segment.offsets = bytearray(offsets)
+        segment.offsets = bytes(offsets) if len(offsets) < _SHORT_OFFSETS else bytearray(offsets)
         segment.state = load(state) if state is not None else None
         if failure is not None:
             hook, error, held = failure
@@ -271,7 +290,12 @@ class KeyTimeline(list[Segment]):
                 quiet = bool(last.raw) and not member[2]
                 last.append(member)
                 return None if quiet else ([], [])
-            self.append(Segment(member))
+            if self:
+                self.append(Segment(member))
+            else:
+                # A new key's first session (most keys have one): list.__init__ over a sized
+                # iterable allocates exactly one slot, where append allocates four.
+                list.__init__(self, (Segment(member),))
             return [], [self[-1]]
         # The last session that starts before it: it may join it, or split it (an END).
         index = len(self) - 1
@@ -324,7 +348,7 @@ class KeyTimeline(list[Segment]):
         for index, segment in enumerate(self):
             if segment.first_offset == first_offset:
                 return self.pop(index)
-        raise KeyError(f"key {self.key!r}: no open session starts at offset {first_offset}")
+        raise SessionNotOpen(f"key {self.key!r}: no open session starts at offset {first_offset}")
 
     def pop_all(self) -> list[Segment]:
         """Remove and return every open session (end of input)."""
@@ -347,7 +371,7 @@ class KeyTimeline(list[Segment]):
         key, deadline_due, fold_due, sessions = data
         timeline = cls(key)
         timeline.deadline_due, timeline.fold_due = deadline_due, fold_due
-        timeline.extend(Segment.restore_state(item, load) for item in sessions)
+        timeline.extend(Segment.restore_state(item, load, key) for item in sessions)
         return timeline
 
 
@@ -364,10 +388,20 @@ def split(
     return segments
 
 
-def _member(item: Sequence[Any]) -> Member:
-    """A raw member from its handover form (a list: msgpack has no tuples)."""
+def _member(item: Sequence[Any], key: str) -> Member:
+    """A raw member of `key` from its handover form (a list: msgpack has no tuples)."""
     event_time, offset, is_end, before, record_ts, value = item
-    return (event_time, offset, is_end, before, record_ts, value)
+    return (event_time, offset, is_end, before, Fragment(offset, key, record_ts, value))
+
+
+def _varint(value: int) -> bytes:
+    """The varint bytes of a non-negative int, as `Segment.absorb` writes them."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _read_offsets(buffer: bytes | bytearray) -> Iterator[int]:

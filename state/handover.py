@@ -112,9 +112,11 @@ class HandoverRecord:
                 inflater = zlib.decompressobj()
                 body = inflater.decompress(body, MAX_RECORD_BYTES)
                 if inflater.unconsumed_tail:
-                    raise ValueError(f"inflates past {MAX_RECORD_BYTES} bytes")
+                    too_big = f"undecodable record: inflates past {MAX_RECORD_BYTES} bytes"
+                    raise HandoverMissing(stream, "corrupt", too_big)
             elif data[:1] != bytes([_PLAIN]):
-                raise ValueError(f"unknown marker {data[:1]!r}")
+                unknown = f"undecodable record: unknown marker {data[:1]!r}"
+                raise HandoverMissing(stream, "corrupt", unknown)
             fields = msgpack.unpackb(body, raw=False)
         except (ValueError, TypeError, zlib.error, msgpack.UnpackException) as exc:
             raise HandoverMissing(stream, "corrupt", f"undecodable record: {exc!r}") from exc

@@ -33,7 +33,7 @@ import msgpack
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.kernel.watermark import MAX_PRODUCER_ID_BYTES
-from state.errors import CorruptStateError, StateTooLargeError
+from state.errors import CorruptStateError, StateError, StateTooLargeError
 
 __all__ = [
     "COMPRESS_ABOVE_BYTES",
@@ -99,7 +99,7 @@ class IgnoreEntry:
         return [self.key, self.first_ts, self.last_ts, self.last_offset, self.tail_offset]
 
 
-class _InvalidState(ValueError):
+class _InvalidState(StateError, ValueError):
     """A field of a `StreamState` is out of range; `problem` says which and why."""
 
     def __init__(self, stream: object, problem: str) -> None:

@@ -159,7 +159,8 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
     `properties` are client properties (standard names) for a secured listener.
     """
     # imported late: slow, and only needed here
-    from framework.kafka.admin import KafkaPythonError, admin_client
+    from framework.kafka.admin import admin_client
+    from framework.kafka.errors import ClientError
 
     # A cheap TCP check first: kafka-python logs a warning per refused connection,
     # which would flood the output while a broker boots.
@@ -169,12 +170,12 @@ def broker_ids_serving(bootstrap: str, properties: Mapping[str, str] | None = No
         admin = admin_client(
             bootstrap, properties, request_timeout_ms=5000, client_id="sessionizer-probe"
         )
-    except (KafkaPythonError, OSError, ValueError):
+    except (ClientError, OSError, ValueError):
         return set()
     try:
         described = admin.describe_cluster()
         return {b["broker_id"] for b in described["brokers"] if not b.get("is_fenced")}
-    except (KafkaPythonError, OSError):
+    except (ClientError, OSError):
         return set()
     finally:
         admin.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from pathlib import Path
 from types import TracebackType
@@ -23,30 +22,24 @@ from framework.cluster.kafka_server import KafkaNode, broker_ids_serving, new_cl
 from framework.cluster.netns import exec_prefix, inside, namespace_exists
 from framework.cluster.process import (
     ServerProcess,
+    check_started,
     free_ports,
-    pid_alive,
-    port_taken,
+    java,
+    retry_taken_ports,
+    running_state,
+    server_records,
+    stop_recorded,
     stop_together,
     wait_until,
 )
 from framework.cluster.security import ClusterSecurity
 from framework.cluster.zookeeper_server import ZooKeeperNode, zookeeper_mode
-from framework.kernel.errors import ClusterError, PortInUseError
+from framework.kernel.errors import ClusterError
 
 __all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]
 
 STATE_FILE = "cluster.json"
-# Ports are chosen free, but another process may take one before the JVM binds it.
-PORT_ATTEMPTS = 3
 _log = structlog.get_logger("sessionizer.cluster")
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise ClusterError("no java on PATH (or JAVA_HOME): install Java 17 or newer")
-    return java
 
 
 class LocalCluster:
@@ -141,25 +134,21 @@ class LocalCluster:
         PORT_ATTEMPTS times; addresses are final only once `up` returns.
         """
         artifacts = self._artifacts or resolve_artifacts()
-        java = _java()
+        java_path = java()
         if self.secure and self.security is None:
             self.security = ClusterSecurity.create(self.directory, [self.host, self.kafka_host])
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            try:
-                self._start(artifacts, java)
-                break
-            except PortInUseError as exc:
-                if attempt == PORT_ATTEMPTS:
-                    raise
-                _log.warning("cluster_port_taken", attempt=attempt, error=str(exc).splitlines()[0])
-                self._zookeepers, self._kafkas = self._place(
-                    len(self._zookeepers), len(self._kafkas)
-                )
+        retry_taken_ports(
+            lambda: self._start(artifacts, java_path), "cluster_port_taken", self._replace
+        )
         self._write_state()
         _log.info(
             "cluster_up", zk=self.zk_connect, bootstrap=self.bootstrap, dir=str(self.directory)
         )
         return self
+
+    def _replace(self) -> None:
+        """The same servers on new ports."""
+        self._zookeepers, self._kafkas = self._place(len(self._zookeepers), len(self._kafkas))
 
     def _place(self, zookeepers: int, brokers: int) -> tuple[list[ZooKeeperNode], list[KafkaNode]]:
         """Servers on newly chosen, distinct free ports (chosen where the servers will run)."""
@@ -311,12 +300,7 @@ class LocalCluster:
         process = self.process(name)
 
         def serving() -> bool:
-            if not process.running():
-                error = PortInUseError if port_taken(process.log_text()) else ClusterError
-                raise error(
-                    f"{name} exited while starting; its log ({process.log_path}) ends with:\n"
-                    + process.log_tail()
-                )
+            check_started(process)
             # The probes connect from where the servers run, so an address that is
             # reachable only inside `netns` is checked there.
             with inside(self.netns):
@@ -334,37 +318,19 @@ class LocalCluster:
             "bootstrap": self.bootstrap,
             "netns": self.netns,
             "secure": self.security is not None,  # its material: <dir>/security
-            "servers": [
-                {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
-                for name, p in self._processes.items()
-            ],
+            "servers": server_records(self._processes),
         }
         (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
 def running_cluster(directory: Path | str) -> dict[str, str] | None:
     """Connection strings of a cluster `up` left running in `directory`, if all of it runs."""
-    path = Path(directory) / STATE_FILE
-    if not path.exists():
+    state = running_state(Path(directory) / STATE_FILE)
+    if state is None:
         return None
-    state = json.loads(path.read_text())
-    alive = all(pid_alive(s["pid"], marker=s["directory"]) for s in state["servers"])
-    return {"zk_connect": state["zk_connect"], "bootstrap": state["bootstrap"]} if alive else None
+    return {"zk_connect": state["zk_connect"], "bootstrap": state["bootstrap"]}
 
 
 def stop_cluster_dir(directory: Path | str) -> list[str]:
     """Stop the servers recorded in `directory` by `cluster up`; return their names."""
-    path = Path(directory) / STATE_FILE
-    if not path.exists():
-        return []
-    state = json.loads(path.read_text())
-    stopped = []
-    for server in reversed(state["servers"]):
-        process = ServerProcess(
-            server["name"], [], Path(server["directory"]) / "server.log", pid=server["pid"]
-        )
-        if process.running():
-            process.stop(timeout=20)
-            stopped.append(server["name"])
-    path.unlink(missing_ok=True)
-    return stopped
+    return stop_recorded(Path(directory) / STATE_FILE)

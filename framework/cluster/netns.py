@@ -43,7 +43,7 @@ from typing import Literal
 
 import structlog
 
-from framework.kernel.errors import ClusterError
+from framework.kernel.errors import ClusterError, InvalidArgument, InvalidSetting
 
 __all__ = [
     "CutTarget",
@@ -88,13 +88,15 @@ class LabPlan:
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]{1,12}", self.run_id):
-            raise ValueError(f"run id must be 1-12 lowercase letters or digits: {self.run_id!r}")
+            raise InvalidSetting(
+                f"run id must be 1-12 lowercase letters or digits: {self.run_id!r}"
+            )
         for node in self.nodes:
             # The server-side veth is `v-<node>`, and interface names have 15 bytes at most.
             if not _NODE_NAME.fullmatch(node):
-                raise ValueError(f"node name must match {_NODE_NAME.pattern}: {node!r}")
+                raise InvalidSetting(f"node name must match {_NODE_NAME.pattern}: {node!r}")
         if len(set(self.nodes)) != len(self.nodes) or len(self.nodes) > 200:
-            raise ValueError(f"node names must be distinct (at most 200): {self.nodes}")
+            raise InvalidSetting(f"node names must be distinct (at most 200): {self.nodes}")
 
     # -- names and addresses ---------------------------------------------------------
 
@@ -183,7 +185,7 @@ class LabPlan:
 
     def _check_node(self, node: str) -> None:
         if node not in self.nodes:
-            raise ValueError(f"no node {node!r} in this lab; nodes are {list(self.nodes)}")
+            raise InvalidArgument(f"no node {node!r} in this lab; nodes are {list(self.nodes)}")
 
 
 # -- switching the calling thread ------------------------------------------------------

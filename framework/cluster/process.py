@@ -4,27 +4,42 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from framework.kernel.errors import ClusterError
+import structlog
+
+from framework.kernel.errors import ClusterError, PortInUseError
 
 __all__ = [
+    "PORT_ATTEMPTS",
     "ServerProcess",
+    "check_started",
     "free_ports",
+    "java",
     "pid_alive",
     "port_taken",
+    "retry_taken_ports",
+    "running_state",
+    "server_records",
+    "stop_recorded",
     "stop_together",
     "wait_until",
 ]
 
 _PR_SET_PDEATHSIG = 1
+PORT_ATTEMPTS = 3
+"""How often servers start on new ports when one finds its port taken (since it was chosen)."""
+_log = structlog.get_logger("sessionizer.cluster")
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -186,3 +201,80 @@ def stop_together(processes: Sequence[ServerProcess], timeout: float = 20) -> No
         process.terminate()
     for process in processes:
         process.stop(timeout=timeout)
+
+
+def java() -> str:
+    """The `java` the servers run with: JAVA_HOME's, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not found or not Path(found).exists():
+        raise ClusterError("no java on PATH (or JAVA_HOME): install Java 17 or newer")
+    return found
+
+
+def check_started(process: ServerProcess) -> None:
+    """Raise if `process` exited while starting: `PortInUseError` when its port was taken."""
+    if process.running():
+        return
+    error = PortInUseError if port_taken(process.log_text()) else ClusterError
+    raise error(
+        f"{process.name} exited while starting; its log ({process.log_path}) ends with:\n"
+        + process.log_tail()
+    )
+
+
+def server_records(processes: Mapping[str, ServerProcess]) -> list[dict[str, Any]]:
+    """What a state file records of each server: name, pid and directory."""
+    return [
+        {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
+        for name, p in processes.items()
+    ]
+
+
+def running_state(path: Path) -> dict[str, Any] | None:
+    """The state file at `path` if every server it records still runs (else None)."""
+    state = _read_state(path)
+    if state is None:
+        return None
+    alive = all(pid_alive(s["pid"], marker=s["directory"]) for s in state["servers"])
+    return state if alive else None
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def stop_recorded(path: Path) -> list[str]:
+    """Stop the servers the state file at `path` records (last first), remove it; their names."""
+    state = _read_state(path)
+    if state is None:
+        return []
+    stopped = []
+    for server in reversed(state["servers"]):
+        process = ServerProcess(
+            server["name"], [], Path(server["directory"]) / "server.log", pid=server["pid"]
+        )
+        if process.running():
+            process.stop(timeout=20)
+            stopped.append(server["name"])
+    path.unlink(missing_ok=True)
+    return stopped
+
+
+def retry_taken_ports(
+    attempt: Callable[[], None], event: str, again: Callable[[], None] | None = None
+) -> None:
+    """Run `attempt` until no server finds its port taken, at most PORT_ATTEMPTS times.
+
+    Each failure is logged as `event`; `again` (if given) runs before the next attempt.
+    """
+    for number in range(1, PORT_ATTEMPTS + 1):
+        try:
+            attempt()
+            return
+        except PortInUseError as exc:
+            if number == PORT_ATTEMPTS:
+                raise
+            _log.warning(event, attempt=number, error=str(exc).splitlines()[0])
+            if again is not None:
+                again()

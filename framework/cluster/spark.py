@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable
@@ -30,13 +29,17 @@ import structlog
 
 from framework.cluster.process import (
     ServerProcess,
+    check_started,
     free_ports,
-    pid_alive,
-    port_taken,
+    java,
+    retry_taken_ports,
+    running_state,
+    server_records,
+    stop_recorded,
     stop_together,
     wait_until,
 )
-from framework.kernel.errors import ClusterError, PortInUseError
+from framework.kernel.errors import ClusterError
 
 __all__ = [
     "SPARK_STATE_FILE",
@@ -49,7 +52,6 @@ __all__ = [
 ]
 
 SPARK_STATE_FILE = "spark.json"
-PORT_ATTEMPTS = 3
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 _SPARK_CORE_JAR = re.compile(r"spark-core_(?P<scala>[0-9.]+)-.+\.jar")
@@ -77,14 +79,6 @@ def _scala_version(home: Path) -> str:
         if match := _SPARK_CORE_JAR.fullmatch(jar.name):
             return match["scala"]
     raise ClusterError(f"no spark-core jar in {home / 'jars'}: reinstall pyspark")
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise ClusterError("no java on PATH (or JAVA_HOME): install Java 17 or newer")
-    return java
 
 
 def fetch_json(url: str, timeout: float = 5.0) -> Any:
@@ -187,16 +181,13 @@ class SparkStandalone:
         A daemon that finds its port taken makes the whole cluster start again on
         new ports, up to PORT_ATTEMPTS times.
         """
-        home, java = pyspark_home(), _java()
-        for attempt in range(1, PORT_ATTEMPTS + 1):
+        home, java_path = pyspark_home(), java()
+
+        def attempt() -> None:
             self._ports = free_ports(2 + 2 * self.workers, self.host)
-            try:
-                self._start(home, java)
-                break
-            except PortInUseError as exc:
-                if attempt == PORT_ATTEMPTS:
-                    raise
-                _log.warning("spark_port_taken", attempt=attempt, error=str(exc).splitlines()[0])
+            self._start(home, java_path)
+
+        retry_taken_ports(attempt, "spark_port_taken")
         self._write_state()
         _log.info("spark_up", master=self.master_url, workers=self.workers, ui=self.webui_url)
         return self
@@ -280,7 +271,7 @@ class SparkStandalone:
 
     def _answering(self, master: ServerProcess) -> Callable[[], bool]:
         def answering() -> bool:
-            self._check_running(master)
+            check_started(master)
             status = fetch_json(self.json_url, timeout=2.0)
             return isinstance(status, dict) and status.get("status") == "ALIVE"
 
@@ -289,7 +280,7 @@ class SparkStandalone:
     def _workers_alive(self, workers: list[ServerProcess]) -> Callable[[], bool]:
         def alive() -> bool:
             for worker in workers:
-                self._check_running(worker)
+                check_started(worker)
             status = fetch_json(self.json_url, timeout=2.0)
             if not isinstance(status, dict):
                 return False
@@ -298,32 +289,14 @@ class SparkStandalone:
 
         return alive
 
-    @staticmethod
-    def _check_running(process: ServerProcess) -> None:
-        if process.running():
-            return
-        error = PortInUseError if port_taken(process.log_text()) else ClusterError
-        raise error(
-            f"{process.name} exited while starting; its log ({process.log_path}) ends with:\n"
-            + process.log_tail()
-        )
-
     def _write_state(self) -> None:
         state = {
             "master_url": self.master_url,
             "webui_url": self.webui_url,
             "workers": self.workers,
-            "servers": [
-                {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
-                for name, p in self._processes.items()
-            ],
+            "servers": server_records(self._processes),
         }
         (self.directory / SPARK_STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-
-
-def _state(directory: Path | str) -> dict[str, Any] | None:
-    path = Path(directory) / SPARK_STATE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def running_spark(directory: Path | str) -> dict[str, Any] | None:
@@ -331,28 +304,15 @@ def running_spark(directory: Path | str) -> dict[str, Any] | None:
 
     None unless `cluster up --spark-workers` left one there and all of its JVMs run.
     """
-    state = _state(directory)
+    state = running_state(Path(directory) / SPARK_STATE_FILE)
     if state is None:
         return None
-    alive = all(pid_alive(s["pid"], marker=s["directory"]) for s in state["servers"])
-    return {k: state[k] for k in ("master_url", "webui_url", "workers")} if alive else None
+    return {k: state[k] for k in ("master_url", "webui_url", "workers")}
 
 
 def stop_spark_dir(directory: Path | str) -> list[str]:
     """Stop the Spark daemons recorded in `directory` (workers first); return their names."""
-    state = _state(directory)
-    if state is None:
-        return []
-    stopped = []
-    for server in reversed(state["servers"]):
-        process = ServerProcess(
-            server["name"], [], Path(server["directory"]) / "server.log", pid=server["pid"]
-        )
-        if process.running():
-            process.stop(timeout=20)
-            stopped.append(server["name"])
-    (Path(directory) / SPARK_STATE_FILE).unlink(missing_ok=True)
-    return stopped
+    return stop_recorded(Path(directory) / SPARK_STATE_FILE)
 
 
 def start_spark_dir(directory: Path | str, workers: int) -> tuple[str, bool]:

@@ -84,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
         topic=sessions_topic(args.app),
         out=Path(args.out) if args.out else Path("aggregates") / args.app,
         watermark=args.watermark,
-        client_properties=read_kafka_properties(args.kafka_config) if args.kafka_config else {},
+        kafka_config=read_kafka_properties(args.kafka_config) if args.kafka_config else {},
     )
     require_topic(
-        job.bootstrap, job.topic, job.client_properties
+        job.bootstrap, job.topic, job.kafka_config
     )  # before Spark's start-up, which takes seconds
     jars = kafka_source_jars(resolve_artifacts().spark)
     settings = SparkSettings(master=args.master, jars=jars)

@@ -8,8 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from framework.cluster import LocalCluster, running_cluster, stop_cluster_dir
-from framework.cluster.launcher import STATE_FILE
+from framework.cluster.launcher import STATE_FILE, LocalCluster, running_cluster, stop_cluster_dir
 from framework.cluster.security import ClusterSecurity
 from framework.cluster.spark import (
     SPARK_STATE_FILE,

@@ -14,7 +14,7 @@ from pathlib import Path
 from framework.demo_story import DemoPlan, run_demo, say
 from framework.kernel.client_settings import read_kafka_properties
 from framework.kernel.errors import ConfigError
-from router.formats import FORMATS, load_format
+from router.format_registry import FORMATS, load_format
 
 __all__ = ["add_parser", "plan_from_args"]
 

@@ -7,7 +7,7 @@ import argparse
 from balancer.config import BALANCE_POLICIES
 from framework.commands.options import EnvDefault, connection_from_args, require_streams
 from framework.kernel.errors import ConfigError
-from framework.node.config import NodeConfig, default_node_id
+from framework.node.config import DELIVERIES, NodeConfig, default_node_id
 from framework.node.node import Node
 from framework.node.runner import run_until_signalled
 from framework.zookeeper_session import check_session_timeout
@@ -57,9 +57,11 @@ def add_parser(
     )
     parser.add_argument(
         "--delivery",
-        choices=["at-least-once", "at-most-once"],
+        choices=list(DELIVERIES),
         default="at-least-once",
-        help="flush sessions before committing state (at-least-once, default) or after",
+        help="flush sessions before committing state (at-least-once, default), after it "
+        "(at-most-once), or commit them with it in one Kafka transaction per stream "
+        "(exactly-once: readers must use isolation.level=read_committed; docs/exactly-once.md)",
     )
     parser.add_argument(
         "--delivery-timeout",

@@ -17,7 +17,7 @@ from typing import Any
 
 from framework.kernel.client_settings import read_kafka_properties, read_zk_auth
 from framework.kernel.config import DEFAULT_APP, ConnectionConfig
-from framework.kernel.errors import ConfigError
+from framework.kernel.errors import ConfigError, InvalidSetting
 from framework.kernel.transport import KAFKA_CLIENTS
 from framework.logging import LOG_FORMATS, LOG_LEVELS
 from router.registry import app_stream_count
@@ -63,18 +63,18 @@ class EnvDefault:
         return str(self.fallback)  # what `%(default)s` in a help text shows
 
     def resolve(self, action: argparse.Action) -> Any:
-        """The option's value; raises `ValueError` saying what is wrong with the variable."""
+        """The option's value; raises `InvalidSetting` saying what is wrong with the variable."""
         raw = os.environ.get(self.variable)
         if not raw:
             return self.fallback
         try:
             value = action.type(raw) if callable(action.type) else raw
         except argparse.ArgumentTypeError as exc:
-            raise ValueError(str(exc)) from exc
+            raise InvalidSetting(str(exc)) from exc
         except (TypeError, ValueError) as exc:
-            raise ValueError(_NOT_A.get(action.type, f"invalid value ({exc})")) from exc
+            raise InvalidSetting(_NOT_A.get(action.type, f"invalid value ({exc})")) from exc
         if action.choices is not None and value not in action.choices:
-            raise ValueError(f"not one of {', '.join(map(str, action.choices))}")
+            raise InvalidSetting(f"not one of {', '.join(map(str, action.choices))}")
         return value
 
 
@@ -100,7 +100,7 @@ class CommandParser(argparse.ArgumentParser):
                            f"(or set {default.variable})")  # fmt: skip
             try:
                 setattr(parsed, action.dest, default.resolve(action))
-            except ValueError as exc:
+            except InvalidSetting as exc:
                 self.error(f"{default.variable}={raw!r}: {exc}")
         return parsed, rest
 

@@ -14,7 +14,9 @@ from framework.commands.options import EnvDefault, connection_from_args
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import app_client
-from router.formats import DEFAULT_SYSLOG_YEAR, FORMATS, load_format, syslog_year
+from router.format_registry import FORMATS, load_format
+from router.formats import syslog_year
+from router.formats_sshd import DEFAULT_SYSLOG_YEAR
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
 from router.naming import stream_name
@@ -117,8 +119,8 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
             connection.app,
             recorded,
             watermark_interval_ms=interval_ms,
-            client_properties=connection.kafka_config,
-            transport=connection.kafka_client,
+            kafka_config=connection.kafka_config,
+            kafka_client=connection.kafka_client,
             producer_id=producer_id,
         )
         names = [stream_name(connection.app, i) for i in range(recorded)]

@@ -39,7 +39,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
 from framework.commands.options import connection_from_args
-from framework.kafka.admin import KafkaPythonError
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import app_client, root_acl_kind
 from framework.progress import state_columns
@@ -128,7 +128,7 @@ class StatusReader:
         status["errors"] = self._errors
         return status
 
-    def _kafka_failed(self, exc: KafkaPythonError) -> None:
+    def _kafka_failed(self, exc: ClientError) -> None:
         self._errors.append(
             f"cannot read Kafka at {self._connection.bootstrap} ({_first_line(exc)}), so LAG "
             "and end offsets are unknown; is it up, and --bootstrap right?"
@@ -195,6 +195,6 @@ def _clients_quiet(quiet: bool) -> Iterator[None]:
 def _first_line(exc: BaseException, limit: int = 160) -> str:
     """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
     lines = str(exc).strip().splitlines()
-    name = type(exc).__name__
+    name = getattr(exc, "client_class", "") or type(exc).__name__  # a mapped error: the client's
     text = lines[0] if lines and lines[0].startswith(name) else ": ".join([name, *lines[:1]])
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 
-from framework.kafka.errors import ClientError, FlushIncomplete, RecordTooLarge, SendFailed
+from framework.kafka.errors import CONFLUENT, CONFLUENT_SENDING, FlushIncomplete, SendFailed
 from framework.kafka.producer import DeliveryFailure, Headers
 from framework.kernel.kafka_settings import librdkafka_logger
 
@@ -29,7 +29,7 @@ class ConfluentProducer:
         self._warm = False  # the cluster's metadata was fetched
         # librdkafka waits this long for an acknowledgement before failing a record.
         self._delivery_timeout_s = int(str(settings.get("delivery.timeout.ms", 300_000))) / 1000
-        try:
+        with CONFLUENT:
             self._producer = Producer(
                 {
                     **settings,
@@ -38,8 +38,6 @@ class ConfluentProducer:
                     "logger": librdkafka_logger(),  # its lines as log records, not stderr text
                 }
             )
-        except KafkaException as exc:
-            raise ClientError(str(exc)) from exc
         self._produce = self._producer.produce
 
     def send(
@@ -62,19 +60,18 @@ class ConfluentProducer:
         deadline = None  # set at the first full queue: no clock read per send
         while True:
             try:
-                self._produce(topic, value, key, **kwargs)
+                with CONFLUENT_SENDING:  # refused before queueing: SendFailed, RecordTooLarge
+                    self._produce(topic, value, key, **kwargs)
                 return
-            except BufferError:
+            except SendFailed as exc:
+                if exc.client_class != "BufferError":
+                    raise
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self._delivery_timeout_s
                 elif now >= deadline:
                     raise SendFailed("the local queue stayed full") from None
                 self._producer.poll(_FULL_QUEUE_WAIT_S)
-            except KafkaException as exc:  # refused before queueing
-                if exc.args and exc.args[0].code() in _TOO_LARGE:
-                    raise RecordTooLarge(str(exc)) from exc
-                raise SendFailed(str(exc)) from exc
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait until librdkafka's queue is empty; return the failures since the last flush."""
@@ -97,10 +94,8 @@ class ConfluentProducer:
 
     def topic_names(self, timeout: float) -> list[str]:
         """Every topic, from one metadata request for the whole cluster."""
-        try:
+        with CONFLUENT:
             metadata = self._producer.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            raise ClientError(str(exc)) from exc
         self._warm = True
         return list(metadata.topics)
 

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from framework.kafka.errors import ClientError
+from framework.kafka.errors import CONFLUENT, ClientError
 from framework.kafka.keyed_log import Found, KeyedLogBase, Unwritten, late
 from framework.kernel.kafka_settings import librdkafka_logger
 
@@ -29,7 +29,7 @@ class ConfluentKeyedLog(KeyedLogBase):
 
     def _warm(self, timeout: float) -> None:
         # Why this may fail is reported by the write or read that needs it (it retries).
-        with suppress(KafkaException, ClientError):
+        with suppress(ClientError), CONFLUENT:
             self._opened()
             # Asked for the topic's metadata now, a reader idle since its start does not wait
             # ~0.5-0.8 s for it at its first read (measured).  No assignment: it would fetch.
@@ -72,22 +72,27 @@ class ConfluentKeyedLog(KeyedLogBase):
             return report
 
         try:
-            producer = self._opened()
+            with CONFLUENT:
+                producer = self._opened()
             for index, (key, data) in enumerate(records):
                 try:
-                    producer.produce(
-                        self.topic,
-                        key=key,
-                        value=data,
-                        partition=0,
-                        on_delivery=delivered(index),
-                    )
-                except (KafkaException, BufferError) as exc:
-                    outcomes[index] = Unwritten(f"not written to {self.topic} ({exc})")
-            producer.flush(max(0.0, deadline - time.monotonic()))
-        except (KafkaException, ClientError) as exc:
+                    with CONFLUENT:
+                        producer.produce(
+                            self.topic,
+                            key=key,
+                            value=data,
+                            partition=0,
+                            on_delivery=delivered(index),
+                        )
+                except ClientError as exc:
+                    cause = exc.__cause__ or exc
+                    outcomes[index] = Unwritten(f"not written to {self.topic} ({cause})")
+            with CONFLUENT:
+                producer.flush(max(0.0, deadline - time.monotonic()))
+        except ClientError as exc:
+            cause = exc.__cause__ or exc
             for index in range(len(records)):
-                outcomes.setdefault(index, Unwritten(f"not written to {self.topic} ({exc})"))
+                outcomes.setdefault(index, Unwritten(f"not written to {self.topic} ({cause})"))
         return [
             outcomes[index] if index in outcomes else late(timeout) for index in range(len(records))
         ]
@@ -96,21 +101,24 @@ class ConfluentKeyedLog(KeyedLogBase):
         """The first record at or after `offset`; None if none came within `timeout`."""
         deadline = time.monotonic() + timeout
         try:
-            reader = self._reading()
-            # A new assignment: librdkafka drops what it fetched for the previous one.
-            reader.assign([TopicPartition(self.topic, 0, offset)])
-            while time.monotonic() < deadline:
-                message = reader.poll(min(0.5, max(0.01, deadline - time.monotonic())))
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    raise ClientError(f"read failed ({message.error()})")
-                found = message.offset() or 0
-                if found >= offset:
-                    return found, message.key(), message.value()
-        except KafkaException as exc:
+            with CONFLUENT:
+                reader = self._reading()
+                # A new assignment: librdkafka drops what it fetched for the previous one.
+                reader.assign([TopicPartition(self.topic, 0, offset)])
+                while time.monotonic() < deadline:
+                    message = reader.poll(min(0.5, max(0.01, deadline - time.monotonic())))
+                    if message is None:
+                        continue
+                    if message.error() is not None:
+                        raise ClientError(f"read failed ({message.error()})")
+                    found = message.offset() or 0
+                    if found >= offset:
+                        return found, message.key(), message.value()
+        except ClientError as exc:
+            if not exc.client_class:
+                raise  # the record's own error, as it came
             self._close_reader()  # not reused: the next read starts a fresh one
-            raise ClientError(f"record unreadable ({exc})") from exc
+            raise ClientError(f"record unreadable ({exc.__cause__ or exc})") from exc
         finally:
             self._unassign()
         return None
@@ -144,8 +152,9 @@ class ConfluentKeyedLog(KeyedLogBase):
         if self._reader is None:
             return
         try:
-            self._reader.unassign()
-        except KafkaException:
+            with CONFLUENT:
+                self._reader.unassign()
+        except ClientError:
             self._close_reader()
 
     def _close_reader(self) -> None:

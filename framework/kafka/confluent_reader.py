@@ -14,7 +14,6 @@ around it, and the next commit would move past them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import cast
 
 from confluent_kafka import (
@@ -22,30 +21,18 @@ from confluent_kafka import (
     OFFSET_END,
     Consumer,
     KafkaError,
-    KafkaException,
     TopicPartition,
 )
 
-from framework.kafka.errors import ClientError
+from framework.kafka.errors import CONFLUENT, ClientError
 from framework.kafka.reader import ReaderFetch
 from framework.kernel.kafka_settings import librdkafka_logger
+from framework.kernel.records import StreamRecord
 
 __all__ = ["ConfluentReader"]
 
 _BOUNDS_TIMEOUT_S = 10.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
-
-
-# Not frozen: one is made per record, and a frozen dataclass's __init__ costs about
-# twice as much (object.__setattr__ per field).  Nothing assigns to one after it is made.
-@dataclass(slots=True)
-class _Record:
-    topic: str
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes]] | None
 
 
 class ConfluentReader:
@@ -73,10 +60,11 @@ class ConfluentReader:
         try:
             # librdkafka connects lazily and retries for ever: ask once, so a wrong address
             # fails the node at start with one clear line instead of a silent retry loop.
-            self._consumer.list_topics(timeout=_BOUNDS_TIMEOUT_S)
-        except KafkaException as exc:
+            with CONFLUENT:
+                self._consumer.list_topics(timeout=_BOUNDS_TIMEOUT_S)
+        except ClientError as exc:
             self._consumer.close()
-            raise ClientError(f"cannot reach Kafka at {bootstrap} ({exc})") from exc
+            raise ClientError(f"cannot reach Kafka at {bootstrap} ({exc.__cause__})") from exc
 
     def assign(self, positions: Mapping[str, int]) -> None:
         """Read exactly these streams, each from the given offset."""
@@ -86,14 +74,15 @@ class ConfluentReader:
     def poll(self, timeout: float, max_records: int) -> ReaderFetch:
         """Every record `consume()` handed out, per stream; its errors reported beside them."""
         try:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
-        except KafkaException as exc:  # raised before any message was handed out
-            return ReaderFetch(error=f"reading the streams failed ({exc!r}); retrying")
-        batches: dict[str, list[_Record]] = {}
+            with CONFLUENT:
+                messages = self._consumer.consume(num_messages=max_records, timeout=timeout)
+        except ClientError as exc:  # raised before any message was handed out
+            return ReaderFetch(error=f"reading the streams failed ({exc.__cause__!r}); retrying")
+        batches: dict[str, list[StreamRecord]] = {}
         outside: list[str] = []
         errors: dict[str, str] = {}
         general: str | None = None
-        batch: list[_Record] = []
+        batch: list[StreamRecord] = []
         batch_topic = None
         for message in messages:
             error = message.error()
@@ -111,7 +100,7 @@ class ConfluentReader:
                 batch = batches.setdefault(topic, [])
             offset = message.offset() or 0  # None only on error messages, handled above
             batch.append(
-                _Record(
+                StreamRecord(
                     topic,
                     offset,
                     message.key(),
@@ -139,10 +128,11 @@ class ConfluentReader:
         """ListOffsets for every stream at once (`which`: OFFSET_BEGINNING or OFFSET_END)."""
         asked = [TopicPartition(stream, 0, which) for stream in streams]
         try:
-            answered = self._consumer.offsets_for_times(asked, timeout=_BOUNDS_TIMEOUT_S)
-        except KafkaException as exc:
+            with CONFLUENT:
+                answered = self._consumer.offsets_for_times(asked, timeout=_BOUNDS_TIMEOUT_S)
+        except ClientError as exc:
             raise ClientError(
-                f"cannot read the bounds of {len(streams)} streams ({exc!r})"
+                f"cannot read the bounds of {len(streams)} streams ({exc.__cause__!r})"
             ) from exc
         failed = [f"{tp.topic}: {tp.error}" for tp in answered if tp.error or tp.offset < 0]
         if failed:
@@ -154,10 +144,11 @@ class ConfluentReader:
         ends = {}
         for stream in streams:
             try:
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(stream, 0), cached=True
-                )
-            except KafkaException:
+                with CONFLUENT:
+                    _, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(stream, 0), cached=True
+                    )
+            except ClientError:
                 continue  # not assigned: nothing seen
             if high >= 0:
                 ends[stream] = int(high)

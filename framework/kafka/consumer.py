@@ -1,6 +1,7 @@
 """The readers' consumer: kafka-python's `KafkaConsumer` for manual assignment.
 
-It raises `framework.kafka.admin.KafkaPythonError` (kafka-python's `KafkaError`).
+Its calls raise the project's exceptions (`ClientError` and its subclasses,
+mapped in `framework.kafka.errors`), never kafka-python's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from framework.kafka.errors import CLIENT, MappedClient
 from framework.kernel.kafka_settings import kafka_python_config
 
 __all__ = ["assigned_consumer", "partition_zero"]
@@ -22,19 +24,21 @@ def assigned_consumer(
 
     Every reader of the project's topics is one of these (the node's source, status,
     read-back, the handover reader); `extra` keywords and then the user's properties
-    go on top.
+    go on top.  Its creation and its calls raise `ClientError`, not kafka-python's errors.
     """
-    return KafkaConsumer(
-        **kafka_python_config(
-            properties or {},
-            KafkaConsumer.DEFAULT_CONFIG,
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            client_id=client_id,
-            **extra,
+    with CLIENT:
+        consumer = KafkaConsumer(
+            **kafka_python_config(
+                properties or {},
+                KafkaConsumer.DEFAULT_CONFIG,
+                bootstrap_servers=bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                client_id=client_id,
+                **extra,
+            )
         )
-    )
+    return MappedClient(consumer)
 
 
 def partition_zero(topic: str) -> Any:

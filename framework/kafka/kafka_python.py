@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from kafka.partitioner.default import DefaultPartitioner
 
-from framework.kafka.errors import ClientError, FlushIncomplete, RecordTooLarge, SendFailed
+from framework.kafka.errors import CLIENT, FLUSHING, SENDING, RecordTooLarge, kafka_python_error
 from framework.kafka.producer import DeliveryFailure, Headers
 from framework.kernel.kafka_settings import kafka_python_settings
 
 __all__ = ["KafkaPythonProducer", "OnePartitionFirst", "producer_settings", "warm_metadata"]
-
-_TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError)
 
 
 def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
@@ -25,16 +21,16 @@ def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
 
 
 class KafkaPythonProducer:
-    """`KafkaProducer`; failed deliveries come back on its I/O thread and wait for `flush`."""
+    """`KafkaProducer`; each send's future is kept, and `flush` reports the failed ones."""
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self._settings = dict(settings)
-        self._lock = threading.Lock()
-        self._failures: list[DeliveryFailure] = []
-        try:
+        # (future, topic, key, token) of every send since the last flush.  A plain list
+        # on the caller's thread: an errback per send took kafka-python's future lock
+        # and built a partial for every record, a few percent of the node's loop.
+        self._pending: list[tuple[Any, str, bytes | None, object]] = []
+        with CLIENT:
             self._producer = KafkaProducer(**settings)
-        except KafkaError as exc:
-            raise ClientError(str(exc), repr(exc)) from exc
 
     def send(
         self,
@@ -48,7 +44,9 @@ class KafkaPythonProducer:
         token: object = None,
     ) -> None:
         """Queue one record (kafka-python batches it; the I/O thread sends)."""
-        try:
+        # Refused before it was queued: too large, or no metadata or buffer space
+        # within max_block_ms.
+        with SENDING:
             future = self._producer.send(
                 topic,
                 value=value,
@@ -57,26 +55,20 @@ class KafkaPythonProducer:
                 partition=partition,
                 timestamp_ms=timestamp_ms,
             )
-        except _TOO_LARGE as exc:
-            raise RecordTooLarge(str(exc), repr(exc)) from exc
-        except KafkaError as exc:  # no metadata or buffer space within max_block_ms
-            raise SendFailed(str(exc), repr(exc)) from exc
-        # Only an errback: success is settled by flush(), and a per-record success
-        # callback would contend with the I/O thread for the GIL.
-        future.add_errback(self._failed, topic, key, token)
+        self._pending.append((future, topic, key, token))
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every acknowledgement; return the failures since the last flush."""
-        try:
+        pending, self._pending = self._pending, []
+        # Not settled in time: what failed is replayed with everything else unsettled.
+        with FLUSHING:
             self._producer.flush(timeout=timeout)
-        except KafkaError as exc:
-            with self._lock:  # what failed is replayed with everything else unsettled
-                self._failures = []
-            raise FlushIncomplete(str(exc), repr(exc)) from exc
-        # kafka-python runs a failed record's errbacks before it marks its batch done.
-        with self._lock:
-            failures, self._failures = self._failures, []
-        return failures
+        # After a complete flush every future is done; `exception` is set on the failed ones.
+        return [
+            _failure(topic, key, token, future.exception)
+            for future, topic, key, token in pending
+            if future.exception is not None
+        ]
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer (waits up to `timeout` for what is still queued)."""
@@ -90,14 +82,11 @@ class KafkaPythonProducer:
         """
         accepted = KafkaAdminClient.DEFAULT_CONFIG
         connection = {k: v for k, v in self._settings.items() if k in accepted}
-        try:
+        with CLIENT:
             admin = KafkaAdminClient(**connection)
-        except KafkaError as exc:
-            raise ClientError(str(exc), repr(exc)) from exc
         try:
-            return list(admin.list_topics())
-        except KafkaError as exc:
-            raise ClientError(str(exc), repr(exc)) from exc
+            with CLIENT:
+                return list(admin.list_topics())
         finally:
             admin.close()
 
@@ -110,12 +99,11 @@ class KafkaPythonProducer:
         """
         warm_metadata(self._producer, topics)
 
-    def _failed(self, topic: str, key: bytes | None, token: object, exc: BaseException) -> None:
-        failure = DeliveryFailure(
-            topic, key, str(exc), repr(exc), isinstance(exc, _TOO_LARGE), token
-        )
-        with self._lock:
-            self._failures.append(failure)
+
+def _failure(topic: str, key: bytes | None, token: object, exc: BaseException) -> DeliveryFailure:
+    """A failed delivery, as the layer reports it (`RecordTooLarge` marks the permanent ones)."""
+    too_large = isinstance(kafka_python_error(exc), RecordTooLarge)
+    return DeliveryFailure(topic, key, str(exc), repr(exc), too_large, token)
 
 
 def warm_metadata(producer: KafkaProducer, topics: Sequence[str]) -> None:

@@ -8,10 +8,9 @@ from contextlib import suppress
 from typing import Any, Final
 
 from kafka import KafkaProducer, TopicPartition
-from kafka.errors import KafkaError, KafkaTimeoutError
 
 from framework.kafka import consumer
-from framework.kafka.errors import ClientError
+from framework.kafka.errors import CLIENT, FLUSHING, ClientError, FlushIncomplete
 from framework.kafka.keyed_log import Found, KeyedLogBase, Unwritten, late
 from framework.kernel.kafka_settings import kafka_python_config
 
@@ -29,9 +28,9 @@ class KafkaPythonKeyedLog(KeyedLogBase):
 
     def _warm(self, timeout: float) -> None:
         # Why this may fail is reported by the write or read that needs it (it retries).
-        with suppress(KafkaError, ClientError):
+        with suppress(ClientError), CLIENT:
             self._opened(timeout).partitions_for(self.topic)
-        with suppress(KafkaError, ClientError):
+        with suppress(ClientError), CLIENT:
             self._reading()
 
     def _opened(self, timeout: float) -> Any:
@@ -40,17 +39,18 @@ class KafkaPythonKeyedLog(KeyedLogBase):
             if self._closed:
                 raise ClientError(f"topic {self.topic}: its producer is closed")
             if self._producer is None:
-                self._producer = KafkaProducer(
-                    **kafka_python_config(
-                        self.properties,
-                        KafkaProducer.DEFAULT_CONFIG,
-                        bootstrap_servers=self.bootstrap,
-                        client_id=f"{self.client_id}-handover",
-                        acks="all",
-                        max_request_size=self.max_request_bytes,
-                        max_block_ms=int(timeout * 1000),
+                with CLIENT:
+                    self._producer = KafkaProducer(
+                        **kafka_python_config(
+                            self.properties,
+                            KafkaProducer.DEFAULT_CONFIG,
+                            bootstrap_servers=self.bootstrap,
+                            client_id=f"{self.client_id}-handover",
+                            acks="all",
+                            max_request_size=self.max_request_bytes,
+                            max_block_ms=int(timeout * 1000),
+                        )
                     )
-                )
             return self._producer
 
     def write_many(
@@ -59,19 +59,21 @@ class KafkaPythonKeyedLog(KeyedLogBase):
         """Send every record, flush once, then collect each one's offset (or why not)."""
         deadline = time.monotonic() + timeout
         try:
-            producer = self._opened(timeout)
-        except (KafkaError, ClientError) as exc:
-            return [self._failed(exc) for _ in records]
+            with CLIENT:
+                producer = self._opened(timeout)
+        except ClientError as exc:
+            return [self._failed(exc.__cause__ or exc) for _ in records]
         pending: list[Any] = []
         for key, data in records:
             if time.monotonic() >= deadline:  # a send blocked on metadata took the time
                 pending.append(late(timeout))
                 continue
             try:
-                pending.append(producer.send(self.topic, key=key, value=data, partition=0))
-            except KafkaError as exc:
-                pending.append(self._failed(exc))
-        with suppress(KafkaTimeoutError):  # the records not done by then fail below
+                with CLIENT:
+                    pending.append(producer.send(self.topic, key=key, value=data, partition=0))
+            except ClientError as exc:
+                pending.append(self._failed(exc.__cause__ or exc))
+        with suppress(FlushIncomplete), FLUSHING:  # the records not done by then fail below
             producer.flush(timeout=max(0.0, deadline - time.monotonic()))
         return [self._offset(sent, timeout) for sent in pending]
 
@@ -92,17 +94,20 @@ class KafkaPythonKeyedLog(KeyedLogBase):
         """The first record at or after `offset`; None if none came within `timeout`."""
         deadline = time.monotonic() + timeout
         try:
-            reader, partition = self._reading()
-            reader.seek(partition, offset)  # fetched records of an earlier seek are dropped
-            while time.monotonic() < deadline:
-                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                for records in reader.poll(timeout_ms=min(left_ms, 500)).values():
-                    for record in records:
-                        if record.offset >= offset:
-                            return int(record.offset), record.key, record.value
-        except KafkaError as exc:
+            with CLIENT:
+                reader, partition = self._reading()
+                reader.seek(partition, offset)  # fetched records of an earlier seek are dropped
+                while time.monotonic() < deadline:
+                    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    for records in reader.poll(timeout_ms=min(left_ms, 500)).values():
+                        for record in records:
+                            if record.offset >= offset:
+                                return int(record.offset), record.key, record.value
+        except ClientError as exc:
+            if not exc.client_class:
+                raise  # the reader is closed: as it came
             self._close_reader()  # not reused: the next read starts a fresh one
-            raise ClientError(f"record unreadable ({exc!r})") from exc
+            raise ClientError(f"record unreadable ({exc.detail})") from exc
         return None
 
     def _reading(self) -> tuple[Any, Any]:

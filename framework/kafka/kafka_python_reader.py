@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError, OffsetOutOfRangeError
 
 from framework.kafka.consumer import assigned_consumer
-from framework.kafka.errors import ClientError
+from framework.kafka.errors import CLIENT, ClientError, PositionOutside
 from framework.kafka.reader import ReaderFetch
 
 __all__ = ["KafkaPythonReader"]
@@ -36,10 +35,11 @@ class KafkaPythonReader:
         self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
     ) -> None:
         try:
-            self._consumer = assigned_consumer(
-                bootstrap, client_id, properties or {}, auto_offset_reset="none"
-            )
-        except KafkaError as exc:  # the node's start reports it as one clear line
+            with CLIENT:
+                self._consumer = assigned_consumer(
+                    bootstrap, client_id, properties or {}, auto_offset_reset="none"
+                )
+        except ClientError as exc:  # the node's start reports it as one clear line
             raise ClientError(f"cannot reach Kafka at {bootstrap} ({exc})") from exc
 
     def assign(self, positions: Mapping[str, int]) -> None:
@@ -52,23 +52,30 @@ class KafkaPythonReader:
     def poll(self, timeout: float, max_records: int) -> ReaderFetch:
         """The next records per stream; streams outside their log and errors beside them."""
         try:
-            batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
-        except OffsetOutOfRangeError as exc:
-            positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
-            if not positions:  # no stream named: said out loud, retried, never skipped
-                return ReaderFetch(error=f"a read position is outside its log ({exc!r})")
-            return ReaderFetch(outside={tp.topic: offset for tp, offset in positions.items()})
-        except KafkaError as exc:
-            return ReaderFetch(error=f"reading the streams failed ({exc!r}); retrying")
+            with CLIENT:
+                batches = self._consumer.poll(
+                    timeout_ms=int(timeout * 1000), max_records=max_records
+                )
+        except PositionOutside as exc:
+            if not exc.positions:  # no stream named: said out loud, retried, never skipped
+                return ReaderFetch(error=f"a read position is outside its log ({exc.detail})")
+            return ReaderFetch(outside=exc.positions)
+        except ClientError as exc:
+            return ReaderFetch(error=f"reading the streams failed ({exc.detail}); retrying")
         return ReaderFetch({partition.topic: records for partition, records in batches.items()})
 
     def bounds(self, streams: Sequence[str]) -> Mapping[str, tuple[int, int]]:
         """Each stream's (log start, log end) offsets."""
         partitions = [TopicPartition(stream, 0) for stream in streams]
         try:
-            starts = self._consumer.beginning_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
-            ends = self._consumer.end_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
-        except (KafkaError, KeyError) as exc:
+            with CLIENT:
+                starts = self._consumer.beginning_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
+                ends = self._consumer.end_offsets(partitions, timeout_ms=_BOUNDS_TIMEOUT_MS)
+        except ClientError as exc:
+            raise ClientError(
+                f"cannot read the bounds of {len(streams)} streams ({exc.detail})"
+            ) from exc
+        except KeyError as exc:
             # kafka-python 3.0 answers without a partition whose leader it does not know yet
             # (a KeyError in its own lookup): transient, like a broker away.
             raise ClientError(

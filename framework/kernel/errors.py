@@ -2,11 +2,21 @@
 
 Each package (`router`, `balancer`, `state`, `sessionizer`, `framework`) has an
 `errors.py` whose classes derive from `SessionizerError`, so a caller can catch
-everything the framework raises with one `except`.  This module imports
+everything the framework raises with one `except`.  Where the standard type is
+part of the contract (a bad value), the class is a `ValueError` as well
+(`InvalidSetting`, `InvalidArgument`), so `except ValueError` still catches it.  This module imports
 nothing, which lets every package depend on it without an import cycle.
 """
 
-__all__ = ["ClusterError", "ConfigError", "PortInUseError", "SessionizerError"]
+__all__ = [
+    "ClusterError",
+    "ConfigError",
+    "InvalidArgument",
+    "InvalidSetting",
+    "PortInUseError",
+    "SessionizerError",
+    "WrongType",
+]
 
 
 class SessionizerError(Exception):
@@ -15,6 +25,27 @@ class SessionizerError(Exception):
 
 class ConfigError(SessionizerError):
     """A setting is missing, malformed or inconsistent with the cluster."""
+
+
+class InvalidSetting(ConfigError, ValueError):
+    """A configuration object was built with a value out of range; the message names it.
+
+    A `ValueError` too: rejecting a bad value is what callers (and argparse) expect.
+    """
+
+
+class InvalidArgument(SessionizerError, ValueError):
+    """A function was called with a value outside what it accepts; the message says which.
+
+    A `ValueError` too, the standard type for a bad value, which callers may catch.
+    """
+
+
+class WrongType(SessionizerError, TypeError):
+    """A function was given a value of a type it does not take; the message says which.
+
+    A `TypeError` too, the standard type for it, which callers may catch.
+    """
 
 
 class ClusterError(SessionizerError):

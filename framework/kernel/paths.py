@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from framework.kernel.errors import ConfigError
+from framework.kernel.errors import ConfigError, InvalidArgument
 
 __all__ = ["DEFAULT_NAMESPACE", "AppPaths"]
 
@@ -108,7 +108,7 @@ class AppPaths:
     def overflow(self, index: int) -> str:
         """`overflow_streams/<index>`."""
         if index < 0:
-            raise ValueError(f"an overflow slot index must be >= 0, got {index}")
+            raise InvalidArgument(f"an overflow slot index must be >= 0, got {index}")
         return f"{self.overflow_streams}/{index}"
 
     def stream_state(self, stream: str) -> str:

@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any, Final
 
+from framework.kernel.errors import InvalidArgument
+
 __all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_INT", "loads_object"]
 
 MAX_JSON_BYTES: Final = 1_048_575
@@ -32,7 +34,7 @@ _STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS: Final = re.compile(rb"[\[\]{}]")
 
 
-class _Refused(ValueError):
+class _Refused(InvalidArgument):
     """A number or a constant the decoder does not accept."""
 
 

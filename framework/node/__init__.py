@@ -1,6 +1,7 @@
-"""The consumer node runtime: one loop, one consumer, one engine per owned stream."""
+"""The consumer node runtime: one loop, one consumer, one engine per owned stream.
 
-from framework.node.config import NodeConfig
-from framework.node.node import Node
+`Node` and `NodeConfig` are public as `framework.Node` and `framework.NodeConfig`
+(docs/nodes.md), their one import path; this package exports nothing of its own.
+"""
 
-__all__ = ["Node", "NodeConfig"]
+__all__: list[str] = []

@@ -25,6 +25,16 @@ step 1; at-most-once output piling up to its bound commits that stream at once
 
 5. **Hands over** each released stream whose engine equals its last commit
    (`framework.node.handover.NodeHandover.give`); the claims go after.
+
+Exactly-once (`transactions` given, docs/exactly-once.md) replaces steps 1 to 4:
+output goes into its stream's open transaction as it is produced; each interval
+every stream whose state moved sends its state record and commits its
+transaction (the streams in parallel), and only then is ZooKeeper's hint written.
+A failed send or an aborted transaction aborts and **rewinds** that stream only;
+a **fenced** producer drops the stream without committing anything and reports
+it (`producer_fenced`); streams lost (`lost`) have their open transactions
+aborted, never committed. Step 5 is unchanged: a handover is written only for a
+stream at the state its last transaction committed; then its producer is closed.
 """
 
 from __future__ import annotations
@@ -40,7 +50,9 @@ from framework.node.ports import Coordinator
 from framework.node.stats import NodeStats
 from framework.node.streams import OwnedStreams
 from framework.node.task import Output, StreamTask
+from framework.node.transactions import StreamTransactions, TxnOutcome
 from state.errors import CommitUncertainError, FencedError, StateError, StateTooLargeError
+from state.record import DEFAULT_LIMIT_BYTES, StreamState
 from state.store import StateStore
 
 __all__ = ["Checkpoint"]
@@ -61,8 +73,11 @@ class Checkpoint:
         log: Any,
         metrics: NodeMetrics | None,
         interval: float,
+        transactions: StreamTransactions | None = None,
     ) -> None:
         self._out = out
+        self._txns = transactions
+        """Exactly-once: the owned streams' transactional producers (None: the other modes)."""
         self._store = store
         self._coordinator = coordinator
         self._streams = streams
@@ -72,6 +87,8 @@ class Checkpoint:
         self._metrics = metrics
         self._interval = interval
         self._last = time.monotonic()
+        self._stale_hints: set[str] = set()
+        """Exactly-once: streams whose ZooKeeper hint failed to follow their last transaction."""
         self._unconfirmed: dict[str, StreamTask] = {}
         """At-least-once: the streams with output since the last good flush, and the task
         that sent it (a task rewound or dropped since has nothing left to rewind)."""
@@ -82,6 +99,10 @@ class Checkpoint:
 
     def deliver(self, task: StreamTask, outputs: list[Output]) -> None:
         """Pass on one record's output: rewind on a failed send, hold at-most-once at its bound."""
+        if self._txns is not None:  # into the stream's open transaction
+            if self._out.deliver(task, outputs):
+                self._rewind([task.stream])  # aborts it first
+            return
         if outputs and self._out.at_least_once:
             self._unconfirmed[task.stream] = task  # before the send: a failed one loses it
         if self._out.deliver(task, outputs):
@@ -92,6 +113,9 @@ class Checkpoint:
     def commit(self, streams: Sequence[str]) -> None:
         """Steps 1 to 4: flush, then commit the streams' state (the order is the guarantee)."""
         self._last = time.monotonic()
+        if self._txns is not None:
+            self._commit_transactions(streams, self._txns)
+            return
         tasks = self._streams.tasks
         at_least_once = self._out.at_least_once
         # Step 1: flush; output the sink lost is replayed from the last commit.
@@ -116,6 +140,20 @@ class Checkpoint:
         if self._handover.writes:
             released = [tasks[s] for s in streams if s in tasks]
             self._handover.give([t for t in released if self._at_commit(t)], self._store)
+        if self._txns is not None:
+            for stream in streams:
+                self._txns.close_stream(stream)
+
+    def lost(self, streams: Sequence[str]) -> None:
+        """Exactly-once: streams lost without a commit; their open transactions end here."""
+        if self._txns is None:
+            return
+        for stream in streams:
+            if self._txns.in_transaction(stream):
+                outcome = self._txns.abort(stream)
+                event = "producer_fenced" if outcome == "fenced" else "transaction_aborted"
+                self._log.warning(event, stream=stream, note="stream lost: nothing committed")
+            self._txns.close_stream(stream)
 
     # -- the steps -------------------------------------------------------------------
 
@@ -136,11 +174,19 @@ class Checkpoint:
         if not streams:
             return
         tasks = self._streams.tasks
+        rewound = []
         for stream in streams:
+            if self._txns is not None:
+                outcome = self._txns.abort(stream)  # nothing it sent is ever committed
+                if outcome != "aborted":
+                    self._lose(stream, TxnOutcome(outcome, "the abort before a rewind failed"))
+                    continue
             tasks[stream] = tasks[stream].rewound()
             self._unconfirmed.pop(stream, None)
             self._stats.rewinds += 1
-        self._log.warning("streams_rewound", streams=list(streams))
+            rewound.append(stream)
+        if rewound:
+            self._log.warning("streams_rewound", streams=rewound)
         self._streams.reassign()
 
     def _hold(self, task: StreamTask) -> None:
@@ -187,6 +233,79 @@ class Checkpoint:
         else:
             self._log.warning("commit_failed", stream=task.stream, error=str(exc))
 
+    # -- exactly-once --------------------------------------------------------------
+
+    def _commit_transactions(self, streams: Sequence[str], txns: StreamTransactions) -> None:
+        """Each moved stream: state record, then commit, in parallel; then ZooKeeper's hints."""
+        tasks = self._streams.tasks
+        txns.retain(tasks.keys())  # the producers of streams dropped since go
+        self._out.dead_letter_log.maybe_report(tasks.values())  # as a flush would
+        if not self._coordinator.connected:
+            return  # the hints would wait for the reconnect; the transactions wait with them
+        started = time.monotonic()
+        live = [tasks[s] for s in streams if s in tasks and not tasks[s].replaying]
+        states = {task.stream: task.snapshot() for task in live}
+        due = [t for t in live if states[t.stream] != t.committed or txns.in_transaction(t.stream)]
+        records: dict[str, bytes] = {}
+        rewind: list[str] = []
+        for task in due:
+            try:
+                records[task.stream] = states[task.stream].encode(limit=DEFAULT_LIMIT_BYTES)
+            except StateTooLargeError as exc:
+                self._commit_failed(task, exc)
+                rewind.append(task.stream)
+        committed = []
+        for stream, outcome in txns.commit_many(records).items():
+            task = tasks[stream]
+            if outcome.result == "committed":
+                task.committed_as(states[stream])
+                self._stats.commits += 1
+                committed.append(states[stream])
+            elif outcome.result == "aborted":
+                self._aborted(stream, outcome.error)
+                rewind.append(stream)
+            else:
+                self._lose(stream, outcome)
+        self._stats.skipped_commits += len(live) - len(due)
+        self._rewind(rewind)
+        self._write_hints(committed)
+        seconds = time.monotonic() - started
+        self._stats.commit_latency(seconds, len(streams))
+        if self._metrics is not None and streams:
+            self._metrics.commit_latency.observe(seconds)
+
+    def _write_hints(self, states: list[StreamState]) -> None:
+        """ZooKeeper's copy of the committed states: a fenced one still drops the stream; one
+        that failed otherwise is written again with the next round (even with no new input)."""
+        tasks = self._streams.tasks
+        written = {state.stream for state in states}
+        states += [tasks[s].committed for s in self._stale_hints - written if s in tasks]
+        self._stale_hints = set()
+        if not states:
+            return
+        for stream, error in self._store.commit_many(states).items():
+            if error is not None and stream in tasks:
+                self._commit_failed(tasks[stream], error)
+                if stream in tasks:  # not dropped: retried
+                    self._stale_hints.add(stream)
+
+    def _aborted(self, stream: str, error: str) -> None:
+        """A transaction that could not commit was aborted: counted, then rewound."""
+        self._stats.sink_failures += 1
+        if self._metrics is not None:
+            _aborts(self._metrics).inc()
+        self._log.warning("transaction_aborted", stream=stream, error=error, note="rewinding")
+
+    def _lose(self, stream: str, outcome: TxnOutcome) -> None:
+        """The producer is fenced (another owner) or broken: drop the stream, commit nothing."""
+        assert self._txns is not None
+        event = "producer_fenced" if outcome.result == "fenced" else "transaction_broken"
+        self._log.warning(event, stream=stream, error=outcome.error, note="stream dropped")
+        self._txns.close_stream(stream)
+        self._store.release(stream)
+        self._streams.drop([stream], reassign=False)
+        self._coordinator.report_fenced(stream)
+
     def _at_commit(self, task: StreamTask) -> bool:
         """Step 5: True if the task's engine equals its stream's last commit here."""
         if self._store.version(task.stream) is None or task.replaying or task.unsent:
@@ -199,3 +318,18 @@ class Checkpoint:
         self._flush()
         if any(released):
             self._streams.reassign()
+
+
+def _aborts(metrics: NodeMetrics) -> Any:
+    """`sessionizer_transactions_aborted_total`, registered once per node's registry."""
+    counter = getattr(metrics, "_transactions_aborted", None)
+    if counter is None:
+        from prometheus_client import Counter
+
+        counter = Counter(
+            "sessionizer_transactions_aborted",
+            "Exactly-once transactions aborted (their streams rewound)",
+            registry=metrics.registry,
+        )
+        metrics._transactions_aborted = counter  # type: ignore[attr-defined]
+    return counter

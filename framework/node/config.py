@@ -12,9 +12,10 @@ from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["Delivery", "NodeConfig", "default_node_id"]
+__all__ = ["DELIVERIES", "Delivery", "NodeConfig", "default_node_id"]
 
-Delivery = Literal["at-least-once", "at-most-once"]
+Delivery = Literal["at-least-once", "at-most-once", "exactly-once"]
+DELIVERIES: tuple[Delivery, ...] = ("at-least-once", "at-most-once", "exactly-once")
 
 
 def default_node_id() -> str:
@@ -73,8 +74,8 @@ class NodeConfig:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.drain_seconds is not None and self.drain_seconds < 0:
             raise ConfigError(f"--drain must be >= 0 seconds, got {self.drain_seconds}")
-        if self.delivery not in ("at-least-once", "at-most-once"):
-            raise ConfigError(f"delivery must be at-least-once or at-most-once: {self.delivery}")
+        if self.delivery not in DELIVERIES:
+            raise ConfigError(f"delivery must be one of {', '.join(DELIVERIES)}: {self.delivery}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port must be a TCP port, got {self.metrics_port}")
         if self.balance not in BALANCE_POLICIES:

@@ -28,7 +28,8 @@ class Deliveries:
 
     def __init__(self, sink: SessionSink, config: NodeConfig, stats: NodeStats, log: Any) -> None:
         self.sink = sink
-        self.at_least_once = config.delivery == "at-least-once"
+        # Exactly-once sends as produced too, into the stream's open transaction.
+        self.at_least_once = config.delivery != "at-most-once"
         self.max_unsent = config.max_unsent
         self._max_message_bytes = config.max_message_bytes
         self._stats = stats
@@ -78,16 +79,19 @@ class Deliveries:
         return was_held
 
     def _send(self, outputs: list[Output]) -> None:
+        sink = self.sink
         for output in outputs:
             if isinstance(output, FinishedSession):
-                before = self.sink.unsendable.total()
-                self.sink.emit(output)
-                if self.sink.unsendable.total() != before:  # sent as its reference instead
-                    self._unsendable(output)
+                # Counted only when some session was ever unsendable (an empty Counter is
+                # false): summing it twice per session was a cost on every node's loop.
+                before = sink.unsendable.total() if sink.unsendable else 0
+                sink.emit(output)
+                if sink.unsendable and sink.unsendable.total() != before:
+                    self._unsendable(output)  # sent as its reference instead
             else:
                 self._stats.dead_letter_reasons[output.reason] += 1
                 self.dead_letter_log.record(output)
-                self.sink.dead_letter(output)
+                sink.dead_letter(output)
 
     def _unsendable(self, session: FinishedSession) -> None:
         """Tell the dead-letter log about a session the sink replaced by its reference."""

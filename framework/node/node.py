@@ -153,6 +153,7 @@ class Node:
             log=self._log,
             metrics=self.metrics,
             interval=self.config.commit_interval,
+            transactions=parts.transactions,
         )
 
     def _serve_metrics(self, stack: ExitStack) -> None:
@@ -279,10 +280,18 @@ class Node:
 
     def _apply(self, task: StreamTask, records: Sequence[SourceRecord]) -> bool:
         """Feed one stream's records to its engine; True if it must be read again."""
-        assert self._checkpoint is not None
-        stream = task.stream
+        assert self._checkpoint is not None and self._out is not None
+        stream, owned, handle, deliver = (
+            task.stream,
+            self._tasks,
+            task.handle,
+            self._checkpoint.deliver,
+        )
+        # Most records close no session: with nothing to send, only at-most-once (whose
+        # held output may have reached its bound) needs the checkpoint to look.
+        always = not self._out.at_least_once
         for record in records:
-            if self._tasks.get(stream) is not task:
+            if owned.get(stream) is not task:
                 return False  # revoked, rewound or held meanwhile: re-sought already
             offset = record.offset
             if offset < task.position:
@@ -292,7 +301,9 @@ class Node:
                 if lasting is not None:
                     self._refuse(stream, lasting)
                 return True
-            self._checkpoint.deliver(task, task.handle(record))
+            outputs = handle(record)
+            if outputs or always:
+                deliver(task, outputs)
         self._gaps.passed(stream, task.position)
         return False
 
@@ -304,6 +315,9 @@ class Node:
         self.stats.rebalances += 1
         resumed: dict[str, StreamTask] = {}
         self.handover.start_batch()
+        prepare = getattr(self._store, "prepare", None)
+        if prepare is not None:  # exactly-once: every producer's init_transactions at once
+            prepare([lease.stream for lease in leases])
         for lease in leases:
             try:
                 state = self._store.load(lease.stream, lease.epoch)
@@ -331,6 +345,8 @@ class Node:
     def on_lost(self, streams: Sequence[str]) -> None:
         """Forget the streams without committing: someone else may own them already."""
         self.stats.rebalances += 1
+        if self._checkpoint is not None:
+            self._checkpoint.lost(streams)  # exactly-once: abort (or learn fenced), close
         self._drop(streams)
 
     def on_paused(self) -> None:

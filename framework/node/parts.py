@@ -1,9 +1,10 @@
 """`NodeParts`: the collaborators a `Node` runs on, and `connect_parts`, which builds the real ones.
 
 The real parts are a kazoo client (for the state store and the balancer), a
-`KafkaRecordSource` and a `KafkaSink`. Tests hand a `Node` in-process fakes
-instead (`tests/unit/node_fakes.py`), so the loop's ordering guarantees are
-checked without servers.
+`KafkaRecordSource` and a `KafkaSink` (exactly-once: over one transactional
+producer per stream, the state in `<app>.state`: `framework.node.exactly_once`).
+Tests hand a `Node` in-memory parts instead (`framework.testkit.memory`), so the
+loop's ordering guarantees are checked without servers.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import zookeeper_client
 from framework.node.config import NodeConfig
 from framework.node.errors import NodeError
+from framework.node.exactly_once import exactly_once_parts
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
+from framework.node.transactions import StreamTransactions
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import handover_topic
 from sessionizer.kafka_sink import KafkaSink, open_kafka_sink
@@ -47,6 +50,8 @@ class NodeParts:
     coordinator: CoordinatorFactory
     handover: HandoverStore | None = None
     """Where planned moves hand a stream's engine over (None: every move replays)."""
+    transactions: StreamTransactions | None = None
+    """Exactly-once: one transactional producer per owned stream (None: the other modes)."""
 
 
 @contextmanager
@@ -60,11 +65,21 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
                 connection.zk, auth=connection.zk_auth, session_timeout=config.session_timeout
             )
         )
-        store = FencedStateStore(ZooKeeperRecords(client, connection.paths.stream_states))
+        store: StateStore = FencedStateStore(
+            ZooKeeperRecords(client, connection.paths.stream_states)
+        )
         source = _kafka(config, lambda: _source(config, client_id))
         stack.callback(source.close)
-        sink = _kafka(config, lambda: _sink(config, f"{client_id}-sink"))
-        stack.callback(sink.close)
+        transactions = None
+        if config.delivery == "exactly-once":
+            assert isinstance(store, FencedStateStore)
+            hints = store
+            exact = _kafka(config, lambda: exactly_once_parts(config, client_id, hints, stack))
+            sink: SessionSink = exact.sink
+            store, transactions = exact.store, exact.transactions
+        else:
+            sink = _kafka(config, lambda: _sink(config, f"{client_id}-sink"))
+            stack.callback(sink.close)
         handover_log = _handover_log(config, client_id)
         stack.callback(handover_log.close)
         pointers = ZooKeeperPointers(client, connection.paths.active_streams)
@@ -86,7 +101,7 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
         def coordinator(listener: BalancerListener) -> Coordinator:
             return Balancer(balancer_config, listener, client=client)
 
-        yield NodeParts(source, sink, store, coordinator, handover)
+        yield NodeParts(source, sink, store, coordinator, handover, transactions)
 
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:

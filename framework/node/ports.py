@@ -15,12 +15,17 @@ from typing import Protocol
 
 from balancer.config import BalancerListener
 from balancer.machine import BalancerState
+from framework.kernel.records import StreamRecord
 
 __all__ = ["Coordinator", "CoordinatorFactory", "Fetched", "RecordSource", "SourceRecord"]
 
 
 class SourceRecord(Protocol):
-    """One record of a stream, as a Kafka client hands it out (kafka-python's field names)."""
+    """One record of a stream, as a Kafka client hands it out (kafka-python's field names).
+
+    kafka-python's `ConsumerRecord` satisfies it as it comes (never wrapped: one per
+    record); every other record is a `framework.kernel.records.StreamRecord`.
+    """
 
     @property
     def topic(self) -> str:
@@ -51,6 +56,10 @@ class SourceRecord(Protocol):
     def headers(self) -> Sequence[tuple[str, bytes]] | None:
         """The record headers."""
         ...
+
+
+# The project's concrete record is one: a checked statement that it is a SourceRecord.
+_STREAM_RECORD_IS_A_SOURCE_RECORD: type[SourceRecord] = StreamRecord
 
 
 @dataclass(frozen=True)

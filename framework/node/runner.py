@@ -25,6 +25,7 @@ import structlog
 
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
+from router import hot_path
 
 __all__ = ["EXIT_CRASHED", "EXIT_FORCED", "EXIT_SECOND_SIGNAL", "run_until_signalled"]
 
@@ -39,6 +40,11 @@ def run_until_signalled(node: Node) -> int:
     """Run `node` in this (main) thread until SIGTERM/SIGINT; return the exit code."""
     requests = 0
     config = node.config
+    # Which record decoder runs (router.hot_path): an unknown SESSIONIZER_HOT_PATH runs
+    # the reference and says what was asked for.
+    log.info(
+        "hot_path", node=config.node_id, path=hot_path.active(), requested=hot_path.requested()
+    )
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
         nonlocal requests

@@ -12,7 +12,7 @@ from framework.kernel.errors import SessionizerError
 from framework.node.metrics import MetricsSnapshot, StreamFigures
 from framework.node.ports import RecordSource
 from framework.node.task import StreamTask
-from sessionizer.engine import EngineCounters
+from sessionizer.records import EngineCounters
 
 __all__ = ["NodeStats", "load_counts", "metrics_snapshot"]
 

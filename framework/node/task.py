@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
-from framework.kernel.watermark import Watermark
 from framework.node.ports import SourceRecord
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
-from router.wire import decode_parts, encode_fragment
+from router.wire import decode_fragment, encode_fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import (
@@ -87,8 +86,8 @@ class StreamTask:
         """Process one record of this stream; return what it produced."""
         offset = record.offset
         try:
-            item = decode_parts(
-                record.key, record.value, record.headers, record.timestamp, offset=offset
+            item = decode_fragment(
+                record.key, record.value, record.headers, record.timestamp, offset
             )
         except UndecodableRecord as exc:
             self.position = offset + 1
@@ -104,13 +103,8 @@ class StreamTask:
                 exception=type(exc).__name__,
             )
             return [letter]
-        # The decoded parts go straight to the engine: no record object in between.
-        if isinstance(item, Watermark):
-            produced = self.engine.process_watermark(
-                offset, item.timestamp_ms, item.end, item.producer, item.marker
-            )
-        else:
-            produced = self.engine.process_fragment(offset, *item)
+        # The decoded `Fragment` (or watermark) goes to the engine as it is: one shape.
+        produced = self.engine.process(item)
         outputs = [self._output(out, record) for out in produced] if produced else []
         self.position = offset + 1
         return outputs

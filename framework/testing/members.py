@@ -1,4 +1,4 @@
-"""Helpers to run `framework.member` processes against real ZooKeeper and check the result.
+"""Helpers to run `framework.testing.member` processes against real ZooKeeper and check the result.
 
 Used by the integration tests and the convergence benchmark: a `MemberGroup`
 spawns members and always reaps them, a `ClaimObserver` watches ZooKeeper from
@@ -67,7 +67,7 @@ def provision_streams(client: KazooClient, paths: AppPaths, names: Iterable[str]
 
 
 class MemberGroup(ProcessGroup):
-    """`framework.member` processes of one app (the module is named, not imported).
+    """`framework.testing.member` processes of one app (the module is named, not imported).
 
     With `zk_auth` every member authenticates as that identity (through
     `SESSIONIZER_ZK_AUTH` in its environment).
@@ -93,8 +93,9 @@ class MemberGroup(ProcessGroup):
     def start(self, node: str, *, drain: float | None = None) -> MemberProcess:
         """Spawn one member with id `node`."""
         command = [
-            sys.executable, "-m", "framework.member", "--zk", self.zk_hosts, "--app", self.app,
-            "--id", node, "--session-timeout", str(self.session_timeout), *self.extra_args,
+            sys.executable, "-m", "framework.testing.member",
+            "--zk", self.zk_hosts, "--app", self.app, "--id", node,
+            "--session-timeout", str(self.session_timeout), *self.extra_args,
         ]  # fmt: skip
         if drain is not None:
             command += ["--drain", str(drain)]

@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ClusterError, InvalidArgument
 from router.fragment import ParsedFragment
 from router.hashing import hash64, stream_for_key
 from router.producer import ProducerConfig, StreamProducer
@@ -31,7 +32,7 @@ def skewed(
     first-seen pick would put all the cold traffic at the start.
     """
     if not 0 < share < 1:
-        raise ValueError(f"the hot share must be in (0, 1), got {share}")
+        raise InvalidArgument(f"the hot share must be in (0, 1), got {share}")
     keys = {f.key for f in fragments}
     hot_keys = {k for k in keys if stream_for_key(k, streams) in hot}
     hot_count = sum(1 for f in fragments if f.key in hot_keys)
@@ -87,7 +88,7 @@ class SteadyTraffic:
         if self._thread.is_alive():
             raise TimeoutError(f"the traffic thread did not stop within {timeout:g} s")
         if self.error is not None:
-            raise RuntimeError(f"producing failed: {self.error!r}") from self.error
+            raise ClusterError(f"producing failed: {self.error!r}") from self.error
 
     def _run(self) -> None:
         began = time.monotonic()

@@ -7,7 +7,9 @@ written. `run_with_crashes` also kills the stream's owner after chosen offsets a
 resumes a new one from the last stored state; `assert_exact` checks that this
 changes nothing, `assert_batch` compares with the batch definition.
 `framework.testkit.engine_runs` drives the session engine itself, record by record
-(offsets, commits and crashes you choose), for tests of the engine.
+(offsets, commits and crashes you choose), for tests of the engine, and
+`framework.testkit.memory` runs a real `Node` over in-memory parts (log, sink, store,
+coordinator). The kit imports no pytest: it works under any test runner.
 
 >>> from framework import StreamProcessor
 >>> from framework.testkit import assert_batch, assert_exact, frag

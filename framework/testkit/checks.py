@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from framework.kernel.fragment import Fragment
 from framework.node.task import Output
+from framework.testkit.engine_runs import Span, batch_span, session_span
 from framework.testkit.inputs import Input
 from framework.testkit.runs import (
     NO_CRASH,
@@ -21,8 +23,8 @@ from framework.testkit.runs import (
 from framework.testkit.written import unsendable_problem
 from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.records import FinishedSession, Fragment
-from sessionizer.reference import BatchSession, batch_sessions
+from sessionizer.records import FinishedSession
+from sessionizer.reference import batch_sessions
 
 __all__ = ["assert_batch", "assert_exact"]
 
@@ -32,9 +34,6 @@ _DETERMINISM = (
 )
 _FRAGMENT_LETTERS = frozenset({"late", "future", "hook:timestamp", "hook:is_end"})
 """Dead-letter reasons of fragments that never reach a session."""
-
-Span = tuple[str, str, int, int, int, int, int]
-"""What defines a session: id, key, first and last offset, first and last event time, count."""
 
 
 def assert_exact(
@@ -106,7 +105,7 @@ def assert_batch(
         ):
             ident = batch.session_id(stream)
             if (stream, batch.first_offset) not in failed and ident.encode() not in unsendable:
-                expected[ident] = _batch_span(batch, stream)
+                expected[ident] = batch_span(batch, stream)
     found = {s.session_id: s for s in log.result.sessions}
     definition = (
         f"the batch definition (timeout {timing.timeout_ms} ms, max duration "
@@ -117,11 +116,11 @@ def assert_batch(
         if got is None:
             assert want is not None
             raise AssertionError(f"{log.name}: {definition} has {_show(want)}, never emitted")
-        if want != _span(got):
+        if want != session_span(got):
             note = " (truncated to bound the stored state)" if got.truncated else ""
             has = "no such session" if want is None else _show(want)
             raise AssertionError(
-                f"{log.name}: emitted {_show(_span(got))}{note}, but {definition} has {has}"
+                f"{log.name}: emitted {_show(session_span(got))}{note}, but {definition} has {has}"
             )
     return log.result
 
@@ -198,16 +197,6 @@ def _describe(output: Output) -> str:
 def _event_time(processor: StreamProcessor[Any], fragment: ParsedFragment) -> int:
     """The event time the engine takes from `timestamp()` (a float is truncated)."""
     return math.trunc(processor.timestamp(fragment.fields, fragment.timestamp_ms))
-
-
-def _span(session: FinishedSession) -> Span:
-    return (session.session_id, session.key, session.first_offset, session.last_offset,
-            session.first_ts, session.last_ts, session.fragments)  # fmt: skip
-
-
-def _batch_span(batch: BatchSession, stream: str) -> Span:
-    return (batch.session_id(stream), batch.key, batch.first_offset, batch.last_offset,
-            batch.first_ts, batch.last_ts, batch.fragments)  # fmt: skip
 
 
 def _show(span: Span) -> str:

@@ -21,24 +21,33 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from framework.kernel.errors import InvalidArgument
+from framework.kernel.fragment import Fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
-from sessionizer.records import EngineOutput, FinishedSession, Fragment, LateFragment, Record
+from sessionizer.records import EngineOutput, FinishedSession, LateFragment, Record
 from sessionizer.reference import BatchSession
-from state import StreamState
+from state.record import StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES
 
 __all__ = [
+    "DefaultTimings",
     "EngineCrashRun",
     "Identity",
     "OffsetRecorder",
+    "OffsetScenario",
+    "Span",
     "batch_identity",
+    "batch_span",
     "fragment_at",
     "run_engine",
     "run_engine_with_crashes",
     "session_identity",
+    "session_span",
 ]
 
+Span: TypeAlias = tuple[str, str, int, int, int, int, int]
+"""What defines a session: id, key, first and last offset, first and last event time, count."""
 Identity: TypeAlias = tuple[str, str, int, int, int, int, int, tuple[int, ...]]
 """Session id, key, first and last offset, first and last event time, count, member offsets."""
 
@@ -81,37 +90,66 @@ class OffsetRecorder(StreamProcessor[dict[str, Any]]):
         return {"offsets": tuple(session["offsets"])}
 
 
+class DefaultTimings(StreamProcessor[dict[str, Any]]):
+    """A processor with every timing default that folds nothing: each session's result is `{}`."""
+
+    def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
+        """An empty session."""
+        return {}
+
+    def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
+        """Nothing to fold."""
+        return None
+
+    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+        """The session as it is."""
+        return session
+
+
+@dataclass(frozen=True)
+class OffsetScenario:
+    """A stream of records and the `OffsetRecorder` settings to sessionize it with (times in ms).
+
+    `ends_input`: whether the records end with an end-of-input watermark.
+    """
+
+    timeout_ms: int
+    grace_ms: int
+    max_ms: int | None
+    records: tuple[Record, ...]
+    lead_ms: int = _DAY_MS
+    ends_input: bool = False
+
+    def processor(self) -> OffsetRecorder:
+        """Return a fresh recording processor with these settings."""
+        return OffsetRecorder(self.timeout_ms, self.grace_ms, self.max_ms, self.lead_ms)
+
+
 def fragment_at(offset: int, key: str, timestamp_ms: int, *, end: bool = False) -> Fragment:
     """An engine fragment at `offset` whose fields carry its offset ("o") and END flag ("end")."""
     return Fragment(offset, key, timestamp_ms, {"o": offset, "end": end})
 
 
+def session_span(session: FinishedSession) -> Span:
+    """Id, key, first and last offset, first and last event time, count of a session."""
+    return (session.session_id, session.key, session.first_offset, session.last_offset,
+            session.first_ts, session.last_ts, session.fragments)  # fmt: skip
+
+
+def batch_span(session: BatchSession, stream: str) -> Span:
+    """`session_span` of the session the engine should emit for a batch session."""
+    return (session.session_id(stream), session.key, session.first_offset, session.last_offset,
+            session.first_ts, session.last_ts, session.fragments)  # fmt: skip
+
+
 def session_identity(session: FinishedSession) -> Identity:
     """What must equal between runs: id, key, offsets, span, count, members (`OffsetRecorder`)."""
-    return (
-        session.session_id,
-        session.key,
-        session.first_offset,
-        session.last_offset,
-        session.first_ts,
-        session.last_ts,
-        session.fragments,
-        tuple(session.result["offsets"]),
-    )
+    return (*session_span(session), tuple(session.result["offsets"]))
 
 
 def batch_identity(session: BatchSession, stream: str) -> Identity:
     """`session_identity` of the session the engine should emit for a batch session."""
-    return (
-        session.session_id(stream),
-        session.key,
-        session.first_offset,
-        session.last_offset,
-        session.first_ts,
-        session.last_ts,
-        session.fragments,
-        session.offsets,
-    )
+    return (*batch_span(session, stream), session.offsets)
 
 
 def run_engine(
@@ -193,5 +231,5 @@ def run_engine_with_crashes(
 
 def _offset(record: Record) -> int:
     if record.offset is None:
-        raise ValueError(f"{record!r} has no offset: give it one (Watermark(..., offset=...))")
+        raise InvalidArgument(f"{record!r} has no offset: give it one (Watermark(..., offset=...))")
     return record.offset

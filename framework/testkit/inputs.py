@@ -6,18 +6,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from framework.kernel.errors import InvalidArgument, WrongType
 from framework.kernel.limits import MIN_EVENT_TIME_MS
+from framework.kernel.records import StreamRecord
+from framework.kernel.watermark import Watermark
 from router.errors import MalformedLine
 from router.fragment import ParsedFragment, epoch_ms
 from router.hashing import stream_for_key
 from router.naming import stream_name
-from router.wire import Watermark, encode_fragment, encode_watermark
+from router.wire import encode_fragment, encode_watermark
 
 __all__ = [
     "APP",
     "EndOfInput",
     "Input",
-    "StreamRecord",
     "Time",
     "encode_inputs",
     "end",
@@ -58,18 +60,6 @@ def end(at: Time | None = None, /) -> EndOfInput:
     return EndOfInput(None if at is None else _ms(at))
 
 
-@dataclass(frozen=True, slots=True)
-class StreamRecord:
-    """One encoded record of a stream: the `SourceRecord` fields a node's task reads."""
-
-    topic: str
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes]] | None
-
-
 def encode_inputs(
     items: list[Input], streams: int, end_of_input: bool
 ) -> tuple[list[StreamRecord], dict[str, list[tuple[int, ParsedFragment]]]]:
@@ -77,10 +67,11 @@ def encode_inputs(
 
     Fragments go to the stream `router.hashing.stream_for_key` names, watermarks and
     the end of input to every stream; `end_of_input` appends `end()` unless the
-    inputs already end with one. Raises ValueError for what a producer could not send.
+    inputs already end with one. Raises `InvalidArgument` (a ValueError) for what a
+    producer could not send.
     """
     if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
-        raise ValueError(f"streams must be an int >= 1, got {streams!r}")
+        raise InvalidArgument(f"streams must be an int >= 1, got {streams!r}")
     if end_of_input and not (items and _ends(items[-1])):
         items = [*items, EndOfInput()]
     names = [stream_name(APP, index) for index in range(streams)]
@@ -93,7 +84,7 @@ def encode_inputs(
             try:
                 key, value = encode_fragment(item)
             except MalformedLine as exc:
-                raise ValueError(f"input {index} cannot be produced: {exc}") from exc
+                raise InvalidArgument(f"input {index} cannot be produced: {exc}") from exc
             name = names[stream_for_key(item.key, streams)]
             fragments[name].append((offsets[name], item))
             records.append(StreamRecord(name, offsets[name], key, value, item.timestamp_ms, None))
@@ -103,13 +94,13 @@ def encode_inputs(
         if isinstance(item, EndOfInput):
             item = Watermark(latest if item.timestamp_ms is None else item.timestamp_ms, end=True)
         if not isinstance(item, Watermark):
-            raise TypeError(
+            raise WrongType(
                 f"input {index} is a {type(item).__name__}: use frag(), watermark() or end()"
             )
         try:
             value, headers = encode_watermark(item)
         except ValueError as exc:
-            raise ValueError(f"input {index} cannot be produced: {exc}") from exc
+            raise InvalidArgument(f"input {index} cannot be produced: {exc}") from exc
         for name in names:
             stamp = item.timestamp_ms
             records.append(StreamRecord(name, offsets[name], None, value, stamp, headers))
@@ -128,7 +119,7 @@ def _ms(at: Time) -> int:
         return at
     moment = datetime.fromisoformat(at) if isinstance(at, str) else at
     if not isinstance(moment, datetime):
-        raise TypeError(f"an event time is epoch ms, a datetime or ISO 8601 text, not {at!r}")
+        raise WrongType(f"an event time is epoch ms, a datetime or ISO 8601 text, not {at!r}")
     if moment.tzinfo is None:
-        raise ValueError(f"event time {at!r} has no time zone: add 'Z' or '+00:00'")
+        raise InvalidArgument(f"event time {at!r} has no time zone: add 'Z' or '+00:00'")
     return epoch_ms(moment)

@@ -8,14 +8,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from framework.kernel.errors import InvalidArgument, WrongType
+from framework.kernel.records import StreamRecord
 from framework.node.task import Output, StreamTask
-from framework.testkit.inputs import Input, StreamRecord, encode_inputs
+from framework.testkit.inputs import Input, encode_inputs
 from framework.testkit.written import as_written
 from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import DeadLetter, MemorySink
-from state import DEFAULT_LIMIT_BYTES, StreamState
+from state.record import DEFAULT_LIMIT_BYTES, StreamState
 
 __all__ = [
     "NO_CRASH",
@@ -161,7 +163,7 @@ def simulate(
 ) -> RunLog:
     """Run the inputs through one task per stream, crashing and resuming as asked."""
     if isinstance(uncommitted, bool) or not isinstance(uncommitted, int) or uncommitted < 0:
-        raise ValueError(f"uncommitted must be an int >= 0, got {uncommitted!r}")
+        raise InvalidArgument(f"uncommitted must be an int >= 0, got {uncommitted!r}")
     records, fragments = encode_inputs(list(inputs), streams, end_of_input)
     by_stream: dict[str, list[StreamRecord]] = {name: [] for name in fragments}
     for record in records:
@@ -212,7 +214,7 @@ def simulate(
             read(owners[stream], again)  # the new owner re-reads up to where the old one crashed
     if crash_at != "every" and crash_at and not log.result.crashes:  # it would test nothing
         longest = max(len(stream_records) for stream_records in by_stream.values())
-        raise ValueError(
+        raise InvalidArgument(
             f"no stream reaches an offset in crash_at (the longest of {streams} has offsets "
             f"0..{longest - 1}): choose smaller offsets"
         )
@@ -239,7 +241,7 @@ def _check_reachable(
     pieces = sum(len(stream_fragments) for stream_fragments in fragments.values())
     count = pieces + (records - pieces) // streams  # a watermark is on every stream
     if max(crash_at) >= count:
-        raise ValueError(
+        raise InvalidArgument(
             f"crash_at {max(crash_at)} is past the last offset any stream can have, "
             f"{count - 1} ({count} inputs, the end of input included)"
         )
@@ -250,11 +252,11 @@ def crash_points(crash_at: Iterable[int] | Literal["every"]) -> CrashPoints:
     if crash_at == "every":
         return "every"
     if isinstance(crash_at, str):
-        raise ValueError(f'crash_at must be offsets or "every", got {crash_at!r}')
+        raise InvalidArgument(f'crash_at must be offsets or "every", got {crash_at!r}')
     points = frozenset(crash_at)
     bad = [p for p in points if isinstance(p, bool) or not isinstance(p, int) or p < 0]
     if bad:
-        raise ValueError(f"crash_at must be offsets (ints >= 0), got {bad[0]!r}")
+        raise InvalidArgument(f"crash_at must be offsets (ints >= 0), got {bad[0]!r}")
     return points
 
 
@@ -264,11 +266,11 @@ def fresh_processor(processor: ProcessorSource) -> StreamProcessor[Any]:
         try:
             return copy.deepcopy(processor)
         except (TypeError, copy.Error) as exc:
-            raise TypeError(
+            raise WrongType(
                 f"cannot copy {type(processor).__name__} for a new owner ({exc}): "
                 "pass its class or a factory instead"
             ) from exc
     made = processor()
     if not isinstance(made, StreamProcessor):
-        raise TypeError(f"the factory returned a {type(made).__name__}, not a StreamProcessor")
+        raise WrongType(f"the factory returned a {type(made).__name__}, not a StreamProcessor")
     return made

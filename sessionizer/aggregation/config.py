@@ -35,7 +35,7 @@ class AggregateJob:
     out: Path
     watermark: str = DEFAULT_WATERMARK
     top: int = TOP_LANDING_PAGES
-    client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    kafka_config: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Kafka client properties by their standard names (`--kafka-config`), e.g. security."""
 
     def __post_init__(self) -> None:

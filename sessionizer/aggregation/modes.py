@@ -31,8 +31,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from framework.kafka.admin import KafkaPythonError
 from framework.kafka.consumer import assigned_consumer
+from framework.kafka.errors import ClientError
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -74,7 +74,7 @@ def require_topic(bootstrap: str, topic: str, properties: Mapping[str, str] | No
             topics = consumer.topics()
         finally:
             consumer.close()
-    except KafkaPythonError as exc:
+    except ClientError as exc:
         raise SessionsTopicError(f"cannot list the topics of Kafka at {bootstrap}: {exc}") from exc
     if topic not in topics:
         raise SessionsTopicError(
@@ -103,9 +103,9 @@ def publish(spark: SparkSession, sessions: DataFrame, job: AggregateJob, say: Sa
 
 def run_once(spark: SparkSession, job: AggregateJob, say: Say = stderr_line) -> Aggregates:
     """Batch: every record of `<app>.sessions` now, de-duplicated and figured."""
-    require_topic(job.bootstrap, job.topic, job.client_properties)
+    require_topic(job.bootstrap, job.topic, job.kafka_config)
     say(f"reading {job.topic} from {job.bootstrap} (batch)")
-    records = read_sessions_batch(spark, job.bootstrap, job.topic, job.client_properties)
+    records = read_sessions_batch(spark, job.bootstrap, job.topic, job.kafka_config)
     parsed = parse_records(records).persist()
     try:
         count = parsed.count()
@@ -152,10 +152,10 @@ class StreamingAggregation:
 
     def start(self) -> StreamingAggregation:
         """Start (or resume from the checkpoint) the query."""
-        require_topic(self.job.bootstrap, self.job.topic, self.job.client_properties)
+        require_topic(self.job.bootstrap, self.job.topic, self.job.kafka_config)
         resuming = (self.job.checkpoint / "commits").is_dir()
         records = read_sessions_stream(
-            self.spark, self.job.bootstrap, self.job.topic, self.job.client_properties
+            self.spark, self.job.bootstrap, self.job.topic, self.job.kafka_config
         )
         unique = deduplicate_stream(sessions_only(parse_records(records)), self.job.watermark)
         writer = (

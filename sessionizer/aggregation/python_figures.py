@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from framework.kernel.errors import InvalidArgument
 from sessionizer.aggregation.figures import (
     NO_SITE,
     P95,
@@ -31,9 +32,9 @@ Session = Mapping[str, Any]
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The exact percentile of `values`, linear between closest ranks (Spark's `percentile`)."""
     if not values:
-        raise ValueError("the percentile of no values is undefined")
+        raise InvalidArgument("the percentile of no values is undefined")
     if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be within [0, 1], got {fraction}")
+        raise InvalidArgument(f"fraction must be within [0, 1], got {fraction}")
     ordered = sorted(values)
     position = fraction * (len(ordered) - 1)
     lower, higher = math.floor(position), math.ceil(position)

@@ -56,10 +56,15 @@ SESSION_SCHEMA = StructType(
 def _kafka_options(
     bootstrap: str, topic: str, properties: Mapping[str, str] | None
 ) -> dict[str, str]:
-    """Spark's Kafka source options: the Java client's properties, each prefixed `kafka.`."""
+    """Spark's Kafka source options: the Java client's properties, each prefixed `kafka.`.
+
+    Committed records only: an exactly-once node's aborted transactions stay in
+    the log, and their sessions must not be counted.
+    """
     client = {f"kafka.{k}": v for k, v in java_client_settings(properties or {}).items()}
     return {
         **client,
+        "kafka.isolation.level": "read_committed",
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
         "startingOffsets": "earliest",

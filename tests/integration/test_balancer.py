@@ -1,4 +1,4 @@
-"""The balancer against real ZooKeeper: members as `framework.member` processes, plus a
+"""The balancer against real ZooKeeper: members as `framework.testing.member` processes, plus a
 few in-process `Balancer`s where the test must see the callbacks themselves.
 
 Invariants checked throughout: every stream is claimed once by a live member
@@ -21,32 +21,25 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
-from balancer import (
-    AppPaths,
-    Balancer,
-    BalancerConfig,
-    BalancerState,
-    NoopListener,
-    StreamLease,
-)
+from balancer import Balancer, BalancerConfig, BalancerState, NoopListener, StreamLease
 from balancer.claims import release, take
 from balancer.status import snapshot
 from framework.cluster import LocalCluster
 from framework.cluster.zookeeper_server import four_letter_word
 from framework.commands import status as status_command
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.paths import AppPaths
 from framework.provision import provision_streams as create_streams
 from framework.testing.members import (
     ClaimObserver,
     MemberGroup,
-    balanced,
     ownership_violations,
     provision_streams,
     stream_names,
     wait_for,
 )
+from framework.testing.settling import settle
 from state.errors import FencedError
 from state.zookeeper_store import ZooKeeperRecords
 
@@ -56,25 +49,6 @@ SESSION_TIMEOUT = 4.0
 # Generous upper bounds, only there so a broken build fails instead of hanging.
 SETTLE = 45.0
 WATCH = ("--watch", "--json")
-
-
-def settle(
-    group: MemberGroup, zk: KazooClient, paths: AppPaths, nodes: Iterable[str], streams: int
-) -> dict[str, set[str]]:
-    """Wait until ZooKeeper is balanced over `nodes` and every member's log agrees with it."""
-    expected = sorted(nodes)
-
-    def agreed() -> dict[str, set[str]] | None:
-        try:
-            owners = balanced(zk, paths, expected, streams)
-        except KazooException:
-            return None  # our own client is failing over too
-        if owners is None:
-            return None
-        logs = {n: group.members[n].assignment() for n in expected}
-        return owners if all(logs[n] == owners[n] for n in expected) else None
-
-    return wait_for(agreed, SETTLE, f"{expected} to settle on {streams} streams")
 
 
 def test_group_converges_rebalances_and_recovers(

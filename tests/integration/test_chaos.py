@@ -3,7 +3,9 @@
 Faults: `kill -9` a node (a replacement starts), SIGSTOP/SIGCONT a node (short,
 or until the others took its streams), restart a broker (clean or after a
 crash) and restart a ZooKeeper server (sometimes the leader).  At the end the
-output must be exact against the batch definition.
+output must be exact against the batch definition; with `--delivery
+exactly-once` (the second variant) a `read_committed` reader must also find no
+session twice and none lost, with no de-duplication (docs/delivery.md).
 
 Opt-in marker `chaos` (CI runs it at the default, small size):
 
@@ -77,10 +79,17 @@ def _plan(rng: random.Random, count: int) -> list[Fault]:
 class Chaos:
     """Applies faults to one cluster and node group; remembers what it did."""
 
-    def __init__(self, rng: random.Random, cluster: LocalCluster, group: NodeGroup) -> None:
+    def __init__(
+        self,
+        rng: random.Random,
+        cluster: LocalCluster,
+        group: NodeGroup,
+        flags: tuple[str, ...] = (),
+    ) -> None:
         self.rng = rng
         self.cluster = cluster
         self.group = group
+        self.flags = flags  # every node's extra flags, replacements' too
         self.counts: Counter[str] = Counter()
         self.log: list[str] = []
         self.killed: set[str] = set()  # nodes killed on purpose (not expected to run)
@@ -110,7 +119,7 @@ class Chaos:
         self.killed.add(victim)
         replacement = f"n{self._next}"
         self._next += 1
-        self.group.start(replacement)
+        self.group.start(replacement, *self.flags)
         self._note(f"kill -9 {victim}, started {replacement}")
 
     def _sigstop(self) -> None:
@@ -165,12 +174,20 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
         produce_fragments(producer, fragments, end_of_input=end)
 
 
+# The exactly-once variant is opt-in (`-m exactly_once_faults`) while issue 22 is open:
+# around a broker restart a node can still lose or repeat a transaction's sessions.
+@pytest.mark.parametrize(
+    "delivery",
+    ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.exactly_once_faults)],
+)
 def test_chaos_keeps_the_output_exact(
-    local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path
+    local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, delivery: str
 ) -> None:
     seed = _setting("SESSIONIZER_CHAOS_SEED", DEFAULT_SEED)
     size = _setting("SESSIONIZER_CHAOS_FRAGMENTS", DEFAULT_FRAGMENTS)
-    print(f"\nchaos: seed {seed} (SESSIONIZER_CHAOS_SEED), {size} fragments", flush=True)
+    print(
+        f"\nchaos: seed {seed} (SESSIONIZER_CHAOS_SEED), {size} fragments, {delivery}", flush=True
+    )
     rng = random.Random(seed)
     started = time.monotonic()
     fragments = list(generate_fragments(size // 2 + 1, seed=seed))[:size]
@@ -186,10 +203,10 @@ def test_chaos_keeps_the_output_exact(
         zookeeper_client(cluster.zk_connect) as zk,
         StateObserver(connection, streams) as observer,
     ):
-        chaos = Chaos(rng, cluster, group)
+        chaos = Chaos(rng, cluster, group, ("--delivery", delivery))
         try:
             for node in range(1, NODES + 1):
-                group.start(f"n{node}")
+                group.start(f"n{node}", *chaos.flags)
             for number, (fault, part) in enumerate(
                 zip([None, *_plan(rng, len(chunks) - 1)], chunks, strict=True)
             ):
@@ -226,7 +243,7 @@ def test_chaos_keeps_the_output_exact(
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
     faults = ", ".join(f"{kind} {chaos.counts[kind]}" for kind in FAULTS)
     print(
-        f"chaos report: seed {seed}, fragments {len(fragments)}, faults [{faults}], "
+        f"chaos report: {delivery}, seed {seed}, fragments {len(fragments)}, faults [{faults}], "
         f"sessions {result.sessions_found} (expected {result.expected}), lost {result.lost}, "
         f"extra {result.extra}, duplicates {result.duplicates}, differing duplicates "
         f"{result.conflicting_duplicates}, took {time.monotonic() - started:.0f} s"
@@ -237,3 +254,5 @@ def test_chaos_keeps_the_output_exact(
     assert result.lost == 0, result
     assert result.conflicting_duplicates == 0, result
     assert result.exact, result
+    if delivery == "exactly-once":  # committed output only, and no de-duplication needed
+        assert result.duplicates == 0, result

@@ -12,12 +12,13 @@ import pytest
 
 from framework.cluster import LocalCluster
 from framework.cluster.kafka_server import broker_ids_serving
+from framework.kernel.watermark import Watermark
 from framework.testing.cli import cli_json
 from router.generator import generate_fragments
 from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
-from router.wire import Watermark, decode_record, encode_fragment
+from router.wire import decode_record, encode_fragment
 
 pytestmark = pytest.mark.integration
 

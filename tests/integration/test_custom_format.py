@@ -29,7 +29,8 @@ from framework.testing.cli import cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
 from framework.verify import expected_sessions, verify_sessions
-from router.formats import load_format, parse_file
+from router import load_format
+from router.formats import parse_file
 
 pytestmark = pytest.mark.integration
 STREAMS = 4

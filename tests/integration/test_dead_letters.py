@@ -18,24 +18,25 @@ from typing import Any
 import pytest
 
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import Watermark
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled_alive, streams_of
+from framework.testing.processors import raising_key
 from router.formats import parse_file
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
-from router.wire import Watermark, decode_record
+from router.wire import decode_record
 from sessionizer.engine import SessionEngine
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.processor import Timing
 from sessionizer.records import FinishedSession, Fragment
 from sessionizer.reference import batch_sessions
 from sessionizer.sinks import encode_session
-from tests.integration.processors import raising_key
 
 pytestmark = pytest.mark.integration
 STREAMS = 4
@@ -98,7 +99,7 @@ def test_failed_sessions_are_logged_listed_and_replayed_exactly(
     failed = _failed_fragments(records)
     assert 100 < len(failed) < len(fragments) // 2, len(failed)
 
-    processor = "tests.integration.processors:RaisingWebSessions"
+    processor = "framework.testing.processors:RaisingWebSessions"
     with NodeGroup(connection, tmp_path, processor) as group, zookeeper_client(zk_hosts) as zk:
         node = group.start("n1")
         wait_for(

@@ -157,7 +157,7 @@ def test_poison_input_goes_to_dead_letters_and_the_stream_goes_on(
     finally:
         garbage.close()
     _produce(connection, 2, [poison, *clean], end=True)
-    processor = "tests.integration.processors:FragileWebSessions"
+    processor = "framework.testing.processors:FragileWebSessions"
     with NodeGroup(connection, tmp_path, processor) as group, zookeeper_client(zk_hosts) as zk:
         group.start("n1")
         wait_for(lambda: settled(zk, connection, ["n1"], streams_of(app, 2)), 120, "catch-up")

@@ -23,14 +23,22 @@ from kafka import KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import InvalidTimestampError
 from kafka.producer.future import RecordMetadata
+from kazoo.client import KazooClient
 
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import Watermark
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled_alive, streams_of
+from framework.testing.processors import (
+    HOOK_POISON_PATH,
+    TimestampPoisonWebSessions,
+    UnsendableWebSessions,
+    unsendable_kind,
+)
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
 from router.fragment import ParsedFragment
@@ -38,16 +46,10 @@ from router.ingest import produce_fragments
 from router.naming import deadletter_topic, stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
-from router.wire import KIND_HEADER, WATERMARK_KIND, Watermark, decode_record, encode_fragment
+from router.wire import KIND_HEADER, WATERMARK_KIND, decode_record, encode_fragment
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.records import Fragment
 from sessionizer.reference import BatchSession, batch_sessions
-from tests.integration.processors import (
-    HOOK_POISON_PATH,
-    TimestampPoisonWebSessions,
-    UnsendableWebSessions,
-    unsendable_kind,
-)
 
 pytestmark = pytest.mark.integration
 STREAMS = 16
@@ -190,6 +192,12 @@ def _headers(record: object) -> dict[str, str]:
     return {k: v.decode("utf-8", "replace") for k, v in getattr(record, "headers", None) or ()}
 
 
+def _wait_caught_up(zk: KazooClient, connection: ConnectionConfig, group: NodeGroup) -> None:
+    """Wait until every node of NODES runs and the streams are read to their end."""
+    streams = streams_of(connection.app, STREAMS)
+    wait_for(lambda: settled_alive(zk, connection, group, NODES, streams), 180, "catch-up")
+
+
 def test_poison_records_become_dead_letters_and_no_node_dies(
     zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
 ) -> None:
@@ -204,20 +212,14 @@ def test_poison_records_become_dead_letters_and_no_node_dies(
     clean = _apache_fragments()
     half = len(clean) // 2
     now_ms = max(f.timestamp_ms for f in clean[:half])
-    processor = "tests.integration.processors:TimestampPoisonWebSessions"
+    processor = "framework.testing.processors:TimestampPoisonWebSessions"
     with NodeGroup(connection, tmp_path, processor) as group, zookeeper_client(zk_hosts) as zk:
         for node in NODES:
             group.start(node)
         _produce(connection, clean[:half], end=False)
         poison = _write_poison(kafka_bootstrap, app, _poison_records(clean, now_ms))
         _produce(connection, clean[half:], end=True)
-        wait_for(
-            lambda: settled_alive(
-                zk, connection, group, NODES, streams_of(connection.app, STREAMS)
-            ),
-            180,
-            "catch-up",
-        )
+        _wait_caught_up(zk, connection, group)
         assert group.running() == list(NODES)
 
     letters: dict[tuple[str, int], list[Any]] = {}
@@ -291,17 +293,11 @@ def test_unsendable_sessions_become_dead_letters_that_reference_them(
     kinds = Counter(kind for *_, kind in unsendable.values())
     assert kinds["too-large"] > 0 and kinds["unencodable"] > 0, kinds
 
-    name = "tests.integration.processors:UnsendableWebSessions"
+    name = "framework.testing.processors:UnsendableWebSessions"
     with NodeGroup(connection, tmp_path, name) as group, zookeeper_client(zk_hosts) as zk:
         for node in NODES:
             group.start(node)
-        wait_for(
-            lambda: settled_alive(
-                zk, connection, group, NODES, streams_of(connection.app, STREAMS)
-            ),
-            180,
-            "catch-up",
-        )
+        _wait_caught_up(zk, connection, group)
         assert group.running() == list(NODES)
 
     referenced: dict[str, tuple[str, int, int, str | None]] = {}

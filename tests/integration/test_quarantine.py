@@ -2,7 +2,7 @@
 
 DESIGN section 5: a state record that cannot be decoded is quarantined: no node
 takes the stream, `status` shows `corrupt` with the reason, and only `sessionizer
-streams reset STREAM --from-offset N` repairs it.  Members are `framework.member`
+streams reset STREAM --from-offset N` repairs it.  Members are `framework.testing.member`
 processes, whose own "decode" quarantines anything that is not their counter, or
 in-process `Balancer`s where a test must see the callbacks or break ZooKeeper.
 """
@@ -18,21 +18,22 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, KazooException
+from kazoo.exceptions import ConnectionLoss
 
-from balancer import AppPaths, Balancer, BalancerConfig, NoopListener, StreamLease, quarantine
+from balancer import Balancer, BalancerConfig, NoopListener, StreamLease, quarantine
 from balancer.claims import decode
 from balancer.status import snapshot
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.paths import AppPaths
 from framework.provision import provision_streams as provision_topics
 from framework.testing.cli import cli, cli_json
 from framework.testing.members import (
     MemberGroup,
-    balanced,
     provision_streams,
     stream_names,
     wait_for,
 )
+from framework.testing.settling import settle
 from state.record import StreamState
 
 pytestmark = pytest.mark.integration
@@ -42,24 +43,6 @@ SETTLE = 45.0
 # Not msgpack behind a known marker byte, not JSON: what a disk or a hand edit might leave.
 GARBAGE = b"\x07\x9c\xff\x00 not a state record \x01\xfe"
 REASON = "cannot decode: unknown marker byte 0x07"
-
-
-def settle(
-    group: MemberGroup, zk: KazooClient, paths: AppPaths, nodes: Sequence[str], streams: int
-) -> dict[str, set[str]]:
-    """Wait until `streams` streams are claimed over `nodes` (spread <= 1) and logs agree."""
-
-    def agreed() -> dict[str, set[str]] | None:
-        try:
-            owners = balanced(zk, paths, nodes, streams)
-        except KazooException:
-            return None
-        if owners is None:
-            return None
-        logs = {n: group.members[n].assignment() for n in nodes}
-        return owners if all(logs[n] == owners.get(n, set()) for n in nodes) else None
-
-    return wait_for(agreed, SETTLE, f"{list(nodes)} to settle on {streams} streams")
 
 
 def _events(group: MemberGroup, name: str, stream: str) -> list[dict]:

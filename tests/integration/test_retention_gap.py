@@ -30,6 +30,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import Watermark
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
@@ -41,7 +42,7 @@ from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
-from router.wire import Watermark, encode_fragment, encode_watermark
+from router.wire import encode_fragment, encode_watermark
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration

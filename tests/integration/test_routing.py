@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
+from framework.kernel.watermark import Watermark
 from framework.testing.cli import DATA, cli, cli_json
 from router.errors import MalformedLine, ProduceFailed
 from router.formats import parse_line
@@ -17,7 +18,7 @@ from router.hashing import stream_for_key
 from router.naming import stream_index, stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
-from router.wire import Watermark, decode_record, encode_fragment
+from router.wire import decode_record, encode_fragment
 
 pytestmark = pytest.mark.integration
 STREAMS = 16
@@ -163,7 +164,7 @@ def test_a_record_the_broker_refuses_fails_the_flush_and_is_not_counted_sent(
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, stream_name(app, 1), limit)])
     finally:
         admin.close()
-    config = ProducerConfig(kafka_bootstrap, app, 2, transport=client)  # type: ignore[arg-type]
+    config = ProducerConfig(kafka_bootstrap, app, 2, kafka_client=client)  # type: ignore[arg-type]
     producer = StreamProducer(config)
     try:
         producer.send(ParsedFragment(_key_on(0, 2), 1_000, {"page": "/"}))

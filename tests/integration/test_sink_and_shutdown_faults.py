@@ -23,18 +23,18 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, last_words, settled_alive, streams_of
+from framework.testing.processors import GATE_ENV, Gate
 from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
-from tests.integration.processors import GATE_ENV, Gate
 
 pytestmark = pytest.mark.integration
 STREAMS = 8
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
-GATED = "tests.integration.processors:GatedWebSessions"
+GATED = "framework.testing.processors:GatedWebSessions"
 SINK_FAILURE_EVENTS = ("sink_failed", "sink_flush_failed", "streams_rewound", "stream_rewound")
 
 

@@ -23,8 +23,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from framework.cluster.process import pid_alive, wait_until
 from framework.cluster.spark import SPARK_STATE_FILE, SparkStandalone, fetch_json
+from framework.testing.aggregate import reference, replays, traffic, write
 from framework.testing.cli import cli
-from tests.integration.test_aggregate import reference, replays, traffic, write
 
 pytestmark = pytest.mark.integration
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from balancer import (
-    AppPaths,
-    BalancerConfig,
-    BalancerState,
-    InvalidTransition,
-    StreamFenced,
-    quarantine,
-)
+from balancer import BalancerConfig, BalancerState, InvalidTransition, StreamFenced, quarantine
 from balancer.claims import decode, encode
 from balancer.machine import StateMachine
 from balancer.status import format_table
 from framework.kernel.errors import ConfigError, SessionizerError
+from framework.kernel.paths import AppPaths
 from framework.testing.members import ClaimObserver, MemberProcess, ownership_violations
 
 

@@ -10,13 +10,13 @@ from framework.node.handover import NodeHandover
 from framework.node.stats import NodeStats
 from framework.node.streams import OwnedStreams
 from framework.node.task import StreamTask
+from framework.testkit.memory import FlushingSink, MemoryLog, node_config, traffic_log
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import DeadLetter
 from state.errors import StateError
 from state.store import FencedStateStore, VersionedMemory
-from tests.unit.node_fakes import FakeLog, FlakySink, node_config, traffic_log
 
 
 class Quiet:
@@ -26,7 +26,7 @@ class Quiet:
         return lambda *args, **kwargs: None
 
 
-class Sink(FlakySink):
+class Sink(FlushingSink):
     """Notes each send and flush in a shared list of events."""
 
     def __init__(self, events: list[str], **faults: Any) -> None:
@@ -91,7 +91,7 @@ class Setup:
             out=out,
             store=self.store,
             coordinator=self.coordinator,  # type: ignore[arg-type]
-            streams=OwnedStreams(self.tasks, FakeLog(log), self.stats, out.held),
+            streams=OwnedStreams(self.tasks, MemoryLog(log), self.stats, out.held),
             handover=NodeHandover(None, "n1", Quiet(), None),
             stats=self.stats,
             log=Quiet(),

@@ -45,7 +45,7 @@ class NewProducer(OldProducer):
 
 
 def stream_producer_transport() -> ProducerTransport:
-    return open_transport(ProducerConfig("k:9092", "app", 4, transport="confluent"), [])
+    return open_transport(ProducerConfig("k:9092", "app", 4, kafka_client="confluent"), [])
 
 
 def session_sink() -> KafkaSink:

@@ -17,13 +17,14 @@ import pytest
 
 from framework import StreamProcessor
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.records import StreamRecord
 from framework.node.config import NodeConfig
 from framework.node.deliveries import Deliveries
 from framework.node.stats import NodeStats
 from framework.node.task import StreamTask
 from framework.testing.cli import DATA
 from framework.testkit import frag, run
-from framework.testkit.inputs import StreamRecord
+from framework.testkit.engine_runs import DefaultTimings
 from router.formats import parse_file
 from router.wire import encode_fragment
 from sessionizer.engine import SessionEngine
@@ -184,14 +185,4 @@ def _late(processor: StreamProcessor[Any], name: str, fmt: str) -> int:
 
 @pytest.mark.parametrize(("name", "fmt"), [("apache_logs", "apache"), ("auth.log", "sshd")])
 def test_the_default_grace_takes_the_real_logs_out_of_order_lines(name: str, fmt: str) -> None:
-    class Default(StreamProcessor[dict[str, Any]]):
-        def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
-            return {}
-
-        def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
-            return None
-
-        def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
-            return session
-
-    assert _late(Default(), name, fmt) == 0
+    assert _late(DefaultTimings(), name, fmt) == 0

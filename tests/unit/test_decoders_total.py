@@ -20,7 +20,7 @@ from kazoo.exceptions import NoNodeError
 from balancer import claims
 from balancer.load import StreamLoad
 from framework.kernel.paths import AppPaths
-from framework.member import decode_counter
+from framework.testing.member import decode_counter
 from router.errors import ProvisioningError
 from router.producer_registry import ProducerRegistry
 from router.registry import recorded_stream_count

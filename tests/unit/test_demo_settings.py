@@ -46,11 +46,11 @@ def test_the_demo_passes_the_kafka_settings_to_every_client(tmp_path: Path) -> N
     assert (connection.app, connection.kafka_client) == ("demo", "kafka-python")
     assert dict(connection.kafka_config) == PROPERTIES  # topics, status, read-back use it
     producer = producer_config(connection, streams=4)
-    assert (producer.transport, dict(producer.client_properties)) == ("kafka-python", PROPERTIES)
+    assert (producer.kafka_client, dict(producer.kafka_config)) == ("kafka-python", PROPERTIES)
     settings = producer.kafka_settings()
     assert (settings["client_id"], settings["request_timeout_ms"]) == ("demo-tuned", 45000)
     job = aggregate_job(connection, tmp_path / "aggregates")
-    assert dict(job.client_properties) == PROPERTIES  # Spark's Kafka source
+    assert dict(job.kafka_config) == PROPERTIES  # Spark's Kafka source
 
     nodes = tmp_path / "nodes"
     nodes.mkdir()
@@ -74,7 +74,7 @@ def test_without_kafka_settings_the_nodes_get_the_client_library_only(tmp_path: 
     connection = demo_connection(plan, "127.0.0.1:2181", "127.0.0.1:9092")
     assert node_client_flags(connection, tmp_path) == ["--kafka-client", "auto"]
     assert not (tmp_path / NODE_PROPERTIES).exists()
-    assert dict(producer_config(connection, streams=2).client_properties) == {}
+    assert dict(producer_config(connection, streams=2).kafka_config) == {}
 
 
 def test_a_missing_kafka_config_fails_before_any_server_starts(tmp_path: Path) -> None:

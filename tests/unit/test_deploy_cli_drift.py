@@ -23,7 +23,7 @@ import pytest
 from framework.cli import build_parser
 from framework.commands.options import connection_from_args
 from framework.kernel.client_settings import read_zk_auth
-from tests.unit.deploy_commands import (
+from framework.testing.deploy import (
     DEPLOY,
     SMOKE_TEST,
     Invocation,

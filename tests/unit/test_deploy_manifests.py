@@ -845,20 +845,26 @@ def _answers(paths: list[str], *, paused: bool = False, stalled: bool = False) -
     `paused`: the coordinator is paused by a ZooKeeper outage (the loop still steps);
     `stalled`: the loop's last step is older than its stall limit.
     """
+    from framework.testing.metrics import http_get
+
+    server = _health_server(paused=paused, stalled=stalled)
+    try:
+        return {path: http_get(server.port, path)[0] for path in paths}
+    finally:
+        server.close()
+
+
+def _health_server(*, paused: bool, stalled: bool) -> Any:
+    """A real node HTTP endpoint (`MetricsServer`), started, whose health is as told."""
     from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
-    from tests.unit.test_node_metrics import get
 
     health = LoopHealth(stall_limit=30.0, stopping=threading.Event())
     health.coordinator = _Coordinator(paused=paused)
     if stalled:
         health.last_step = time.monotonic() - 31.0
-    server = MetricsServer(
+    return MetricsServer(
         NodeMetrics("n1"), port=0, host="127.0.0.1", alive=health.alive, ready=health.ready
     ).start()
-    try:
-        return {path: get(server.port, path)[0] for path in paths}
-    finally:
-        server.close()
 
 
 def test_node_serves_metrics_on_its_declared_port_in_kubernetes() -> None:
@@ -1009,16 +1015,8 @@ def test_compose_nodes_serve_metrics_and_check_their_health() -> None:
 
 def _run_health_check(script: str, port: int) -> None:
     """Run the healthcheck's own script against a real node endpoint: exit 0 only if alive."""
-    from framework.node.metrics import LoopHealth, MetricsServer, NodeMetrics
-
     for stalled, paused, expected in [(False, False, 0), (False, True, 0), (True, False, 1)]:
-        health = LoopHealth(stall_limit=30.0, stopping=threading.Event())
-        health.coordinator = _Coordinator(paused=paused)
-        if stalled:
-            health.last_step = time.monotonic() - 31.0
-        server = MetricsServer(
-            NodeMetrics("n1"), port=0, host="127.0.0.1", alive=health.alive, ready=health.ready
-        ).start()
+        server = _health_server(paused=paused, stalled=stalled)
         try:
             local = script.replace(f"127.0.0.1:{port}/", f"127.0.0.1:{server.port}/")
             result = subprocess.run(
@@ -1165,7 +1163,7 @@ def _promql_parts(expr: str) -> tuple[list[tuple[str, set[str]]], set[str]]:
 def _served_metrics() -> dict[str, frozenset[str]]:
     """Every sample name a node serves, with its label names.
 
-    A node runs in-process over the unit tests' fakes (as tests/unit/test_node_metrics.py
+    A node runs in-process over the test kit's in-memory parts (as test_node_metrics.py
     does), with one record that cannot be decoded so a dead letter has a reason, and its
     registry is scraped with `generate_latest` while it owns its streams.
     """
@@ -1174,20 +1172,22 @@ def _served_metrics() -> dict[str, frozenset[str]]:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
+    from framework.kernel.records import StreamRecord
     from framework.node.node import Node
+    from framework.testing.metrics import metric_samples
+    from framework.testkit.memory import MemoryLog, memory_parts, node_config, traffic_log
+    from router.generator import generate_fragments
     from sessionizer.examples.weblog import WebSessions
     from sessionizer.sinks import MemorySink
     from state.store import VersionedMemory
-    from tests.unit.node_fakes import FakeLog, FakeRecord, node_config, parts, traffic_log
-    from tests.unit.test_node_metrics import FRAGMENTS, samples
 
-    streams = traffic_log(FRAGMENTS, 3)
+    streams = traffic_log(list(generate_fragments(80, seed=3)), 3)  # test_node_metrics's
     first = sorted(streams)[0]
-    garbage = FakeRecord(first, 0, b"k", b"\xff\xfe not a fragment", 1)
+    garbage = StreamRecord(first, 0, b"k", b"\xff\xfe not a fragment", 1)
     streams[first] = [
         dataclasses.replace(r, offset=i) for i, r in enumerate([garbage, *streams[first]])
     ]
-    log = FakeLog(streams, per_poll=2)
+    log = MemoryLog(streams, per_poll=2)
     scrapes: list[str] = []
 
     def scrape(coordinator: Any) -> None:
@@ -1198,12 +1198,12 @@ def _served_metrics() -> dict[str, frozenset[str]]:
     node = Node(
         node_config(metrics_port=0, metrics_host="127.0.0.1"),
         processor=WebSessions(),
-        parts=parts(log, MemorySink(), VersionedMemory(), log.caught_up, on_poll=scrape),
+        parts=memory_parts(log, MemorySink(), VersionedMemory(), log.caught_up, on_poll=scrape),
     )
     node.run()
     assert scrapes, "the node ended before it was scraped"
     served: dict[str, set[str]] = {}
-    for (name, labels), _ in samples(scrapes[0]).items():
+    for (name, labels), _ in metric_samples(scrapes[0]).items():
         served.setdefault(name, set()).update(label for label, _ in labels)
     suffixes = {"counter": ["_total"], "gauge": [""], "histogram": ["_bucket", "_count", "_sum"]}
     for family in text_string_to_metric_families(scrapes[0]):

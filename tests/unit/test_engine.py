@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from framework import StreamProcessor
+from framework.testing.engine_cases import FIGURE_4_3
 from framework.testkit.engine_runs import (
     OffsetRecorder,
     batch_identity,
@@ -30,7 +31,6 @@ from sessionizer import (
 )
 from sessionizer.records import FoldedHookFailure
 from state import StreamState
-from tests.unit.test_tracker import FIGURE_4_3
 
 STREAM = "app.stream.0000"
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import framework.kernel.watermark
+from framework.kernel.records import StreamRecord
 from framework.node.task import StreamTask
 from framework.testkit.engine_runs import (
     OffsetRecorder,
@@ -35,7 +36,6 @@ from sessionizer import (
 from sessionizer.records import FoldedHookFailure
 from sessionizer.sinks import DeadLetter
 from state import StreamState
-from tests.unit.test_node_task import Record as KafkaRecord
 
 STREAM = "app.stream.0016"
 
@@ -200,9 +200,9 @@ def test_the_node_dead_letters_folded_fragments_by_offset_with_an_empty_value() 
     sources = []
     for offset in range(4):
         key, value = encode_fragment(ParsedFragment("v", offset * minute, {"o": offset}))
-        sources.append(KafkaRecord(offset, key, value, offset * minute, []))
+        sources.append(StreamRecord(STREAM, offset, key, value, offset * minute, []))
     value, headers = encode_watermark(Watermark(99 * minute, True))
-    sources.append(KafkaRecord(4, None, value, 99 * minute, headers))
+    sources.append(StreamRecord(STREAM, 4, None, value, 99 * minute, headers))
     out = [o for record in sources for o in task.handle(record)]
     assert all(isinstance(o, DeadLetter) for o in out)
     assert [(o.offset, o.reason, o.key) for o in out] == [

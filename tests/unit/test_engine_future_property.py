@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from framework.testing.offset_streams import steps
 from framework.testkit.engine_runs import (
-    OffsetRecorder,
+    OffsetScenario,
     batch_identity,
     fragment_at,
     run_engine_with_crashes,
@@ -40,43 +41,21 @@ from state.tracker import IGNORE_LIST_BUDGET_BYTES
 
 STREAM = "app.stream.0009"
 
-# (clock advance, offset step, key, lag behind the clock, kind): kind 0 = watermark,
-# 1-2 = END fragment, 3-10 = fragment, 11 = far-future fragment, 12 = far-future
-# watermark, 13 = a genuine gap (the clock jumps past max_lead) before a fragment.
-_STEP = st.tuples(
-    st.integers(0, 3),
-    st.integers(1, 3),
-    st.integers(0, 2),
-    st.integers(0, 10),
-    st.integers(0, 13),
-)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A stream with outliers and the processor settings to sessionize it with."""
-
-    timeout_ms: int
-    grace_ms: int
-    max_ms: int | None
-    lead_ms: int
-    records: tuple[Record, ...]
-
-    def processor(self) -> OffsetRecorder:
-        """Return a fresh recording processor with these settings."""
-        return OffsetRecorder(self.timeout_ms, self.grace_ms, self.max_ms, self.lead_ms)
+# Kinds of `steps`: 0 = watermark, 1-2 = END fragment, 3-10 = fragment, 11 = far-future
+# fragment, 12 = far-future watermark, 13 = a genuine gap (the clock jumps past max_lead)
+# before a fragment.
+KINDS = 13
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, ends_input: bool | None = None) -> Scenario:
+def scenarios(draw: st.DrawFn, *, ends_input: bool | None = None) -> OffsetScenario:
     """Draw a stream; fragments may be late, a few are dated far ahead."""
     timeout, grace = draw(st.integers(1, 6)), draw(st.integers(0, 4))
     max_ms = draw(st.none() | st.integers(3, 20))
     lead = draw(st.integers(5, 30))
     clock, offset = 1_000, 0
     records: list[Record] = []
-    length = draw(st.integers(0, 60))
-    for advance, step, key, lag, kind in draw(st.lists(_STEP, min_size=length, max_size=length)):
+    for advance, step, key, lag, kind in draw(steps(KINDS, 60)):
         clock += advance
         ts = clock - lag % (grace + 3)  # now and then late, mostly not
         if kind == 13:
@@ -92,7 +71,7 @@ def scenarios(draw: st.DrawFn, *, ends_input: bool | None = None) -> Scenario:
     if ends_input if ends_input is not None else draw(st.booleans()):
         end = clock + draw(st.sampled_from([0, 0, lead + 1]), label="end ahead")
         records.append(Watermark(end, end=True, offset=offset))
-    return Scenario(timeout, grace, max_ms, lead, tuple(records))
+    return OffsetScenario(timeout, grace, max_ms, tuple(records), lead_ms=lead)
 
 
 @dataclass
@@ -105,7 +84,7 @@ class Verdicts:
     """Records the policy rejected: fragments, watermarks, and far end-of-input times."""
 
 
-def model(scenario: Scenario) -> Verdicts:
+def model(scenario: OffsetScenario) -> Verdicts:
     """The documented policy, written as plainly as possible (no sessions, only times)."""
     verdicts = Verdicts(set(), set(), 0)
     stream_time: int | None = None
@@ -150,7 +129,7 @@ def _dead_letters(outputs: Iterable[EngineOutput]) -> set[tuple[str, int]]:
 @settings(max_examples=600, deadline=None)
 @given(scenarios(ends_input=True))
 def test_rejections_follow_the_policy_and_the_rest_equals_the_batch_definition(
-    scenario: Scenario,
+    scenario: OffsetScenario,
 ) -> None:
     engine = SessionEngine(STREAM, scenario.processor())
     outputs = [o for r in scenario.records for o in engine.process(r)]
@@ -176,7 +155,7 @@ def test_rejections_follow_the_policy_and_the_rest_equals_the_batch_definition(
 @settings(max_examples=800, deadline=None)
 @given(scenarios(), st.sampled_from([IGNORE_LIST_BUDGET_BYTES, 41, 90]), st.data())
 def test_crash_and_resume_gives_exactly_the_uninterrupted_output(
-    scenario: Scenario, budget: int, data: st.DataObject
+    scenario: OffsetScenario, budget: int, data: st.DataObject
 ) -> None:
     engine = SessionEngine(STREAM, scenario.processor(), ignore_budget_bytes=budget)
     uninterrupted = [o for r in scenario.records for o in engine.process(r)]

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
-from framework.testkit.engine_runs import OffsetRecorder, fragment_at
+from framework.testkit.engine_runs import DefaultTimings, OffsetRecorder, fragment_at
 from sessionizer import (
     FinishedSession,
     HookFailure,
     LateFragment,
     ProcessorError,
     SessionEngine,
-    StreamProcessor,
     Timing,
     Watermark,
 )
@@ -271,18 +270,8 @@ def test_bad_max_lead_fails_at_class_definition(value: object) -> None:
 
 
 def test_defaults_bound_sessions_and_leads_to_a_day() -> None:
-    class Plain(StreamProcessor):
-        def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
-            return {}
-
-        def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
-            return None
-
-        def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
-            return session
-
-    assert Timing.of(Plain) == Timing(30 * MINUTE, MINUTE, DAY_MS, DAY_MS)  # grace: 60 s
-    off = type("Off", (Plain,), {"max_session_duration": None, "max_lead": None})
+    assert Timing.of(DefaultTimings) == Timing(30 * MINUTE, MINUTE, DAY_MS, DAY_MS)  # grace: 60 s
+    off = type("Off", (DefaultTimings,), {"max_session_duration": None, "max_lead": None})
     assert Timing.of(off) == Timing(30 * MINUTE, MINUTE, None, None)
 
 

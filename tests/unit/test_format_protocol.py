@@ -20,20 +20,10 @@ from kazoo.exceptions import NoNodeError
 
 from framework.cli import main
 from framework.kernel.errors import ConfigError
+from router import DEFAULT_SYSLOG_YEAR, FORMATS, Format, ParsedFragment, load_format
 from router.errors import FormatError, MalformedLine, StreamCountMismatch, StreamsNotCreated
-from router.formats import (
-    BUILTIN_FORMATS,
-    DEFAULT_SYSLOG_YEAR,
-    FORMATS,
-    Format,
-    FunctionFormat,
-    ParsedFragment,
-    line_parser,
-    load_format,
-    parse_file,
-    parse_line,
-    with_year,
-)
+from router.format_registry import BUILTIN_FORMATS, FunctionFormat
+from router.formats import line_parser, parse_file, parse_line, with_year
 from router.formats_sshd import SshdFormat
 from router.registry import streams_for
 

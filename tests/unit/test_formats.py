@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from router import DEFAULT_SYSLOG_YEAR, FORMATS, ParsedFragment
 from router.errors import BUILTIN_REASONS, FormatError, MalformedLine
-from router.formats import (
-    DEFAULT_SYSLOG_YEAR,
-    FORMATS,
-    BuiltinFormat,
-    ParsedFragment,
-    parse_file,
-    parse_line,
-)
+from router.format_registry import BuiltinFormat
+from router.formats import parse_file, parse_line
 
 # The shared sample logs are read in place (a user's clone does not have them).
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.formats import ParsedFragment, parse_line, referrer_site
+from router import ParsedFragment
+from router.formats import parse_line
+from router.formats_apache import referrer_site
 from router.generator import (
     DEFAULT_START_MS,
     MAX_PAGE_GAP_MS,

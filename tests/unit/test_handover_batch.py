@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,11 +15,9 @@ from kafka.errors import KafkaTimeoutError
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
 from framework.kafka import consumer as kafka_settings
-from framework.node.node import Node
+from framework.testing.handover_runs import after_polls, run_node, session_ids
+from framework.testkit.memory import MemoryLog, traffic_log
 from router.generator import generate_fragments
-from sessionizer.examples.weblog import WebSessions
-from sessionizer.records import FinishedSession
-from sessionizer.sinks import MemorySink
 from state.errors import StateError
 from state.handover import (
     HandoverPointer,
@@ -33,7 +30,6 @@ from state.handover import (
 from state.handover_kafka import open_handover_log
 from state.handover_zookeeper import ZooKeeperPointers
 from state.store import VersionedMemory
-from tests.unit.node_fakes import FakeLog, node_config, parts, traffic_log
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(160, seed=11))
@@ -264,52 +260,30 @@ def test_a_registration_changed_meanwhile_is_written_alone() -> None:
 # -- the node: one release, one write of the records ------------------------------------------
 
 
-def _run(
-    memory: VersionedMemory, log: FakeLog, store: HandoverStore, until: Callable[[], bool]
-) -> tuple[Node, MemorySink]:
-    sink = MemorySink()
-    node_parts = replace(parts(log, sink, memory, until), handover=store)
-    node = Node(node_config(), processor=WebSessions(), parts=node_parts)
-    node.run()
-    return node, sink
-
-
-def _after(polls: int) -> Callable[[], bool]:
-    seen = {"n": 0}
-
-    def enough() -> bool:
-        seen["n"] += 1
-        return seen["n"] >= polls
-
-    return enough
-
-
-def _ids(sessions: list[FinishedSession]) -> list[str]:
-    return sorted(session.session_id for session in sessions)
-
-
 def test_a_stop_writes_its_records_in_one_go_and_a_refused_one_replays() -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     probe = RecordingLog()
-    first, _ = _run(memory, log, HandoverStore(probe, RecordingPointers()), _after(6))
+    first, _ = run_node(log, memory, HandoverStore(probe, RecordingPointers()), after_polls(6))
     assert first.handover.counts["written"] >= 2, "fewer than two open streams: no test"
     assert len(probe.calls) == 1 and len(probe.calls[0]) == first.handover.counts["written"]
 
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     refused = probe.calls[0][0]
     handover_log, pointers = RecordingLog(refuse={refused}), RecordingPointers()
     store = HandoverStore(handover_log, pointers)
-    first, first_sink = _run(memory, log, store, _after(6))
+    first, first_sink = run_node(log, memory, store, after_polls(6))
     assert first.handover.counts["write_failed"] == 1
     assert pointers.read(refused) is None
     assert pointers.calls == [[s for s in handover_log.calls[0] if s != refused]]
-    second, second_sink = _run(memory, log, store, log.caught_up)
+    second, second_sink = run_node(log, memory, store, log.caught_up)
     assert second.handover.counts["used"] == first.handover.counts["written"]
     assert second.handover.counts["missing"] == 1 and second.handover.replayed > 0
-    baseline_log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
-    _, baseline = _run(VersionedMemory(), baseline_log, store, baseline_log.caught_up)
+    baseline_log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+    _, baseline = run_node(baseline_log, VersionedMemory(), store, baseline_log.caught_up)
     delivered = first_sink.sessions + second_sink.sessions
-    assert sorted(set(_ids(delivered))) == _ids(baseline.sessions), "a session lost or extra"
+    assert sorted(set(session_ids(delivered))) == session_ids(baseline.sessions), (
+        "a session lost or extra"
+    )
 
 
 # -- the taker: one reader for all the reads of a node ----------------------------------------

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework import StreamProcessor
 from framework.kernel.watermark import Watermark
-from sessionizer import Fragment, Record, SessionEngine, StreamProcessor
+from framework.testing.engine_cases import Recorder, scenarios
+from sessionizer import Fragment, Record, SessionEngine
 from sessionizer.engine_state import CARRIED, PER_OWNER, REBUILT, EngineState
 from sessionizer.handover import (
     HandoverUnavailable,
@@ -24,7 +26,6 @@ from sessionizer.handover import (
 from sessionizer.timeline import KeyTimeline, Segment
 from state.record import StreamState
 from state.tracker import SafeOffsetTracker
-from tests.unit.test_handover_property import Recorder, scenarios
 
 STREAM = "app.stream.0001"
 

@@ -3,74 +3,43 @@ nothing and delivers no session twice; a bad handover makes it replay, still exa
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from framework.node.node import Node
+from framework.testing.handover_runs import after_polls, run_node, session_ids
+from framework.testkit.memory import MemoryLog, traffic_log
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.records import FinishedSession
-from sessionizer.sinks import MemorySink
 from state.handover import HandoverStore, MemoryHandoverLog, MemoryPointers
 from state.store import VersionedMemory
-from tests.unit.node_fakes import FakeLog, node_config, parts, traffic_log
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(160, seed=11))
 
 
-def _run(
-    log: FakeLog,
-    memory: VersionedMemory,
-    handover: HandoverStore | None,
-    until: Callable[[], bool],
-    processor: Any = None,
-) -> tuple[Node, MemorySink]:
-    sink = MemorySink()
-    node_parts = replace(parts(log, sink, memory, until), handover=handover)
-    node = Node(node_config(), processor=processor or WebSessions(), parts=node_parts)
-    node.run()
-    return node, sink
-
-
-def _polls(count: int) -> Callable[[], bool]:
-    seen = {"n": 0}
-
-    def enough() -> bool:
-        seen["n"] += 1
-        return seen["n"] >= count
-
-    return enough
-
-
 @pytest.fixture(scope="module")
 def baseline() -> list[FinishedSession]:
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
-    _, sink = _run(log, VersionedMemory(), None, log.caught_up)
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+    _, sink = run_node(log, VersionedMemory(), None, log.caught_up)
     assert sink.sessions
     return sink.sessions
-
-
-def _ids(sessions: list[FinishedSession]) -> list[str]:
-    return sorted(session.session_id for session in sessions)
 
 
 def test_a_planned_stop_hands_over_and_the_next_owner_replays_nothing(
     baseline: list[FinishedSession],
 ) -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     store = HandoverStore(MemoryHandoverLog(), MemoryPointers())
-    first, first_sink = _run(log, memory, store, _polls(6))
+    first, first_sink = run_node(log, memory, store, after_polls(6))
     assert first.handover.counts["written"] >= 1, "nothing was open at the stop: no test"
-    second, second_sink = _run(log, memory, store, log.caught_up)
+    second, second_sink = run_node(log, memory, store, log.caught_up)
     assert second.handover.counts["used"] == first.handover.counts["written"]
     assert second.handover.replayed == 0
     delivered = first_sink.sessions + second_sink.sessions
-    assert _ids(delivered) == _ids(baseline), "a session lost or delivered twice"
+    assert session_ids(delivered) == session_ids(baseline), "a session lost or delivered twice"
     by_id = {session.session_id: session for session in baseline}
     assert all(session == by_id[session.session_id] for session in delivered)
     assert isinstance(store.pointers, MemoryPointers)
@@ -80,19 +49,19 @@ def test_a_planned_stop_hands_over_and_the_next_owner_replays_nothing(
 def test_a_corrupt_handover_replays_and_the_output_is_exact_after_deduplication(
     baseline: list[FinishedSession],
 ) -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     handover_log = MemoryHandoverLog()
     store = HandoverStore(handover_log, MemoryPointers())
-    _, first_sink = _run(log, memory, store, _polls(6))
+    _, first_sink = run_node(log, memory, store, after_polls(6))
     for index, (stream, data) in enumerate(handover_log.records):
         handover_log.records[index] = (stream, data[:-1] + bytes([data[-1] ^ 1]))
     written = len(handover_log.records)
-    second, second_sink = _run(log, memory, store, log.caught_up)
+    second, second_sink = run_node(log, memory, store, log.caught_up)
     assert second.handover.counts["used"] == 0
     assert second.handover.counts["corrupt"] == written > 0
     assert second.handover.replayed > 0
     delivered = first_sink.sessions + second_sink.sessions
-    assert sorted(set(_ids(delivered))) == _ids(baseline)
+    assert sorted(set(session_ids(delivered))) == session_ids(baseline)
 
 
 class Sets(WebSessions):
@@ -109,12 +78,12 @@ class Sets(WebSessions):
 
 
 def test_a_processor_that_cannot_dump_replays_with_one_warning() -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     store = HandoverStore(MemoryHandoverLog(), MemoryPointers())
     with capture_logs() as events:
-        first, _ = _run(log, memory, store, _polls(6), Sets())
+        first, _ = run_node(log, memory, store, after_polls(6), Sets())
     assert first.handover.counts["undumpable"] >= 2, "one stream only: the warning count is moot"
     warnings = [e for e in events if e["event"] == "handover_unavailable"]
     assert len(warnings) == 1 and "dump_session" in warnings[0]["reason"]
-    second, _ = _run(log, memory, store, log.caught_up, Sets())
+    second, _ = run_node(log, memory, store, log.caught_up, Sets())
     assert second.handover.counts["used"] == 0 and second.handover.replayed > 0

@@ -13,17 +13,14 @@ uninterrupted run's after de-duplication by session id.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.kernel.watermark import JOINED, Watermark
-from sessionizer import EngineOutput, Fragment, Record, SessionEngine
+from framework.testing.engine_cases import Scenario, scenarios
+from sessionizer import EngineOutput, SessionEngine
 from sessionizer.handover import export_engine, restore_engine
-from sessionizer.processor import StreamProcessor
 from state.handover import (
     HandoverMissing,
     HandoverRecord,
@@ -34,93 +31,6 @@ from state.handover import (
 from state.record import StreamState
 
 STREAM = "app.stream.0003"
-_FAR = 10_000
-
-
-class Recorder(StreamProcessor[dict[str, Any]]):
-    """Result: the offsets (field "o") in fold order; `update` raises on `poison` offsets."""
-
-    def __init__(
-        self,
-        timeout: int,
-        grace: int,
-        max_ms: int | None,
-        poison: frozenset[int],
-        skew: int | None = None,
-    ):
-        self.max_producer_skew = None if skew is None else skew / 1000
-        self.timeout = timeout / 1000
-        self.grace = grace / 1000
-        self.max_session_duration = None if max_ms is None else max_ms / 1000
-        self.max_lead = 1.0  # 1000 ms: the generator's jumps are parked
-        self.poison = poison
-
-    def is_end(self, fragment: Mapping[str, Any]) -> bool:
-        return bool(fragment["end"])
-
-    def open(self, key: str, fragment: Mapping[str, Any]) -> dict[str, Any]:
-        return {"offsets": [], "bytes": b"x", "ratio": 0.5, "seen": {}}
-
-    def update(self, session: dict[str, Any], fragment: Mapping[str, Any]) -> None:
-        if fragment["o"] in self.poison:
-            raise ValueError("poisoned update")
-        session["offsets"].append(fragment["o"])
-        session["seen"][fragment["o"] % 3] = True
-
-    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
-        return {"offsets": list(session["offsets"]), "seen": sorted(session["seen"])}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    timeout: int
-    grace: int
-    max_ms: int | None
-    records: tuple[Record, ...]
-    poison: frozenset[int]
-    skew: int | None = None
-
-    def processor(self) -> Recorder:
-        return Recorder(self.timeout, self.grace, self.max_ms, self.poison, self.skew)
-
-
-# (clock advance, offset step, key, lag, kind: 0 watermark, 1 END, 2 jump far ahead, else fragment)
-_STEP = st.tuples(
-    st.integers(0, 3), st.integers(1, 2), st.integers(0, 2), st.integers(0, 8), st.integers(0, 12)
-)
-
-
-@st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
-    timeout, grace = draw(st.integers(1, 6)), draw(st.integers(0, 4))
-    max_ms = draw(st.none() | st.integers(3, 20))
-    clock, offset = 1_000, 0
-    records: list[Record] = []
-    # Two producers (their clocks are engine state too), or the anonymous one.
-    producers = ["a", "b"] if draw(st.booleans()) else []
-    skew = draw(st.none() | st.integers(0, 5)) if producers else None
-    for producer in producers:
-        records.append(Watermark(0, offset=offset, producer=producer, marker=JOINED))
-        offset += 1
-    length = draw(st.integers(1, 60))
-    for advance, step, key, lag, kind in draw(st.lists(_STEP, min_size=length, max_size=length)):
-        clock += advance
-        ts = clock - lag
-        if kind == 0:
-            producer = producers[key % 2] if producers else None
-            records.append(Watermark(ts, offset=offset, producer=producer))
-        elif kind == 2:  # parked; the next record confirms or refutes it
-            records.append(Fragment(offset, f"k{key}", clock + _FAR, {"o": offset, "end": False}))
-        else:
-            records.append(Fragment(offset, f"k{key}", ts, {"o": offset, "end": kind == 1}))
-        offset += step
-    if draw(st.booleans()):
-        for producer in producers or [None]:
-            records.append(Watermark(clock, end=True, offset=offset, producer=producer))
-            offset += 1
-    fragments = [r.offset for r in records if isinstance(r, Fragment)]
-    poison = draw(st.sets(st.sampled_from(fragments), max_size=2)) if fragments else set()
-    return Scenario(timeout, grace, max_ms, tuple(records), frozenset(poison), skew)
 
 
 @dataclass

@@ -4,8 +4,6 @@ the output is still exact once duplicates are dropped. And the flag reaches the 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,53 +12,22 @@ from structlog.testing import capture_logs
 from framework.commands import node as node_command
 from framework.commands.options import CommandParser, common_parser
 from framework.kernel.errors import ConfigError
-from framework.node.node import Node
+from framework.testing.handover_runs import after_polls, run_node, session_ids
+from framework.testkit.memory import MemoryLog, traffic_log
 from router.generator import generate_fragments
-from sessionizer.examples.weblog import WebSessions
 from sessionizer.records import FinishedSession
-from sessionizer.sinks import MemorySink
 from state.handover import HandoverStore, MemoryHandoverLog, MemoryPointers
 from state.store import VersionedMemory
-from tests.unit.node_fakes import FakeLog, node_config, parts, traffic_log
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(160, seed=11))
 
 
-def _run(
-    log: FakeLog,
-    memory: VersionedMemory,
-    handover: HandoverStore,
-    until: Callable[[], bool],
-    *,
-    enabled: bool,
-) -> tuple[Node, MemorySink]:
-    sink = MemorySink()
-    node_parts = replace(parts(log, sink, memory, until), handover=handover)
-    node = Node(node_config(handover=enabled), processor=WebSessions(), parts=node_parts)
-    node.run()
-    return node, sink
-
-
-def _polls(count: int) -> Callable[[], bool]:
-    seen = {"n": 0}
-
-    def enough() -> bool:
-        seen["n"] += 1
-        return seen["n"] >= count
-
-    return enough
-
-
-def _ids(sessions: list[FinishedSession]) -> list[str]:
-    return sorted(session.session_id for session in sessions)
-
-
 @pytest.fixture(scope="module")
 def baseline() -> list[FinishedSession]:
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
     store = HandoverStore(MemoryHandoverLog(), MemoryPointers())
-    _, sink = _run(log, VersionedMemory(), store, log.caught_up, enabled=True)
+    _, sink = run_node(log, VersionedMemory(), store, log.caught_up, handover=True)
     assert sink.sessions
     return sink.sessions
 
@@ -68,30 +35,30 @@ def baseline() -> list[FinishedSession]:
 def test_off_writes_no_handover_and_the_next_owner_replays(
     baseline: list[FinishedSession],
 ) -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     handover_log = MemoryHandoverLog()
     store = HandoverStore(handover_log, MemoryPointers())
-    first, first_sink = _run(log, memory, store, _polls(6), enabled=False)
+    first, first_sink = run_node(log, memory, store, after_polls(6), handover=False)
     assert first.handover.counts["written"] == 0 and handover_log.records == []
     with capture_logs() as events:
-        second, second_sink = _run(log, memory, store, log.caught_up, enabled=False)
+        second, second_sink = run_node(log, memory, store, log.caught_up, handover=False)
     assert second.handover.counts["used"] == 0
     assert second.handover.replayed > 0, "nothing was open at the stop: the replay is untested"
     resumed = [e for e in events if e["event"] == "stream_resumed" and e["replay"] > 0]
     assert resumed and all(e["reason"] == "disabled: --handover off" for e in resumed)
     delivered = first_sink.sessions + second_sink.sessions
-    assert sorted(set(_ids(delivered))) == _ids(baseline), "a session lost or extra"
+    assert sorted(set(session_ids(delivered))) == session_ids(baseline), "a session lost or extra"
 
 
 def test_off_ignores_a_handover_an_earlier_owner_left(baseline: list[FinishedSession]) -> None:
-    log, memory = FakeLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
     store = HandoverStore(MemoryHandoverLog(), MemoryPointers())
-    first, first_sink = _run(log, memory, store, _polls(6), enabled=True)
+    first, first_sink = run_node(log, memory, store, after_polls(6), handover=True)
     assert first.handover.counts["written"] >= 1, "nothing was open at the stop: no test"
-    second, second_sink = _run(log, memory, store, log.caught_up, enabled=False)
+    second, second_sink = run_node(log, memory, store, log.caught_up, handover=False)
     assert second.handover.counts["used"] == 0 and second.handover.replayed > 0
     delivered = first_sink.sessions + second_sink.sessions
-    assert sorted(set(_ids(delivered))) == _ids(baseline)
+    assert sorted(set(session_ids(delivered))) == session_ids(baseline)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.kernel.watermark import JOINED, Watermark
+from framework.testing.engine_cases import Recorder, Scenario, scenarios
 from sessionizer import Fragment, SessionEngine
 from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
 from state.record import StreamState
-from tests.unit.test_handover_property import Recorder, Scenario, scenarios
 
 STREAM = "app.stream.0003"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from balancer.claims import encode
-from framework.member import decode_counter
+from framework.testing.member import decode_counter
 from state.errors import CorruptStateError
 from state.record import StreamState
 

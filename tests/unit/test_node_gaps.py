@@ -1,10 +1,10 @@
 """No record is ever skipped: the node over the real confluent source and a fake librdkafka.
 
 Each test runs a `Node` (fakes of its coordinator, sink and store from
-`tests/unit/node_fakes.py`) over the real `ConfluentRecordSource`, whose
-librdkafka `Consumer` is `tests/unit/confluent_fakes.LogConsumer`, injects one
+`framework.testkit.memory`) over the real `ConfluentRecordSource`, whose
+librdkafka `Consumer` is `framework.testing.confluent.LogConsumer`, injects one
 fault into the fetches, and compares the sessions delivered with the batch
-definition (`framework.verify`). The last one runs over `FakeLog` with a sink
+definition (`framework.verify`). The last one runs over `MemoryLog` with a sink
 that fails mid-batch: records fetched before a rewind are stale, not a gap.
 """
 
@@ -17,6 +17,16 @@ import pytest
 from balancer.config import BalancerListener
 from framework.node.node import Node
 from framework.node.parts import NodeParts
+from framework.testing.confluent import LogConsumer, install
+from framework.testkit import APP
+from framework.testkit.memory import (
+    FlushingSink,
+    LocalCoordinator,
+    MemoryLog,
+    memory_parts,
+    node_config,
+    traffic_log,
+)
 from framework.verify import expected_sessions, verify_sessions
 from router.generator import generate_fragments
 from router.hashing import stream_for_key
@@ -24,16 +34,6 @@ from router.naming import stream_name
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.sinks import MemorySink
 from state.store import FencedStateStore, VersionedMemory
-from tests.unit.confluent_fakes import LogConsumer, install
-from tests.unit.node_fakes import (
-    APP,
-    FakeCoordinator,
-    FakeLog,
-    FlakySink,
-    node_config,
-    parts,
-    traffic_log,
-)
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(150, seed=11))
@@ -45,20 +45,20 @@ POLLS = 5000  # a bound on a run that would never stop otherwise
 def run_node(
     monkeypatch: pytest.MonkeyPatch,
     consumer: LogConsumer,
-    fault: Callable[[LogConsumer, FakeCoordinator], None],
+    fault: Callable[[LogConsumer, LocalCoordinator], None],
     *,
     but: Sequence[str] = (),
-) -> tuple[Node, MemorySink, FakeCoordinator]:
+) -> tuple[Node, MemorySink, LocalCoordinator]:
     """Run a node until every stream (`but` these) is read to its end; `fault` at each poll."""
     source = install(monkeypatch, consumer)
     memory, sink = VersionedMemory(), MemorySink()
-    built: list[FakeCoordinator] = []
+    built: list[LocalCoordinator] = []
 
     def done() -> bool:
         return consumer.caught_up(but=but) or consumer.consumed > POLLS
 
-    def coordinator(listener: BalancerListener) -> FakeCoordinator:
-        made = FakeCoordinator(listener, memory, NAMES, done)
+    def coordinator(listener: BalancerListener) -> LocalCoordinator:
+        made = LocalCoordinator(listener, memory, NAMES, done)
         made.on_poll = lambda c: fault(consumer, c)
         built.append(made)
         return made
@@ -83,7 +83,7 @@ def test_records_beside_a_stream_outside_its_log_reach_the_engine(
 ) -> None:
     consumer = LogConsumer(traffic_log(FRAGMENTS, STREAMS), per_fetch=5)
 
-    def retention(log: LogConsumer, coordinator: FakeCoordinator) -> None:
+    def retention(log: LogConsumer, coordinator: LocalCoordinator) -> None:
         if coordinator.polls == 4:  # records of every stream still to come
             log.truncate(BAD, log.positions[BAD] + 10)
 
@@ -101,7 +101,7 @@ def test_records_beside_a_stream_error_reach_the_engine_and_the_stream_is_re_rea
 ) -> None:
     consumer = LogConsumer(traffic_log(FRAGMENTS, STREAMS), per_fetch=5)
 
-    def error(log: LogConsumer, coordinator: FakeCoordinator) -> None:
+    def error(log: LogConsumer, coordinator: LocalCoordinator) -> None:
         if coordinator.polls == 4:  # and the client moved 3 records on past it
             log.fail(BAD, skip=3)
 
@@ -117,7 +117,7 @@ def test_a_record_past_the_position_is_refused_and_the_stream_re_read(
     consumer = LogConsumer(traffic_log(FRAGMENTS, STREAMS), per_fetch=5)
     seen: list[int] = []
 
-    def lose(log: LogConsumer, coordinator: FakeCoordinator) -> None:
+    def lose(log: LogConsumer, coordinator: LocalCoordinator) -> None:
         if coordinator.polls == 4:  # records skipped without a word
             seen.append(log.positions[BAD])
             log.lose(BAD, 3)
@@ -151,12 +151,12 @@ def test_a_hole_in_the_log_itself_is_quarantined_after_re_reads(
 @pytest.mark.parametrize("failing_emit", [12, 40, 77])
 def test_a_rewind_mid_batch_is_no_gap(failing_emit: int) -> None:
     """Records fetched before a rewind are stale, not skipped ones: nothing refused or lost."""
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
-    sink = FlakySink(fail_emits={failing_emit})
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+    sink = FlushingSink(fail_emits={failing_emit})
     node = Node(
         node_config(commit_interval=3600.0),  # a rewind goes back further than this batch
         processor=WebSessions(),
-        parts=parts(log, sink, VersionedMemory(), log.caught_up),
+        parts=memory_parts(log, sink, VersionedMemory(), log.caught_up),
     )
     node.run()
     assert sink.lost > 0 and node.stats.rewinds > 0

@@ -1,6 +1,6 @@
 """The node loop's ordering guarantees, in-process, with fakes of its four parts.
 
-Every test runs a `Node` over a `FakeLog` of generated traffic, injects one
+Every test runs a `Node` over a `MemoryLog` of generated traffic, injects one
 fault, lets the node (or a second node resuming from the same store) finish,
 and compares what the sinks confirmed with an uninterrupted run: every
 session delivered, duplicates only with identical content.
@@ -15,6 +15,15 @@ import pytest
 
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
+from framework.testkit.memory import (
+    FlushingSink,
+    LocalCoordinator,
+    MemoryLog,
+    delivered,
+    memory_parts,
+    node_config,
+    traffic_log,
+)
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.records import FinishedSession
@@ -22,32 +31,25 @@ from sessionizer.sinks import MemorySink
 from state.errors import StateError
 from state.record import StreamState
 from state.store import FencedStateStore, VersionedMemory
-from tests.unit.node_fakes import (
-    FakeCoordinator,
-    FakeLog,
-    FlakySink,
-    delivered,
-    node_config,
-    parts,
-    traffic_log,
-)
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(120, seed=7))
 
 
 def run_node(
-    log: FakeLog,
+    log: MemoryLog,
     sink: MemorySink,
     memory: VersionedMemory,
     *,
     until: Callable[[], bool] | None = None,
-    on_poll: Callable[[FakeCoordinator], None] | None = None,
+    on_poll: Callable[[LocalCoordinator], None] | None = None,
     store: FencedStateStore | None = None,
     **config: Any,
 ) -> Node:
     """Run one node to the end (or until its crash) over the shared log and store."""
-    node_parts = parts(log, sink, memory, until or log.caught_up, on_poll=on_poll, store=store)
+    node_parts = memory_parts(
+        log, sink, memory, until or log.caught_up, on_poll=on_poll, store=store
+    )
     node = Node(node_config(**config), processor=WebSessions(), parts=node_parts)
     node.run()
     return node
@@ -57,7 +59,7 @@ def run_node(
 def baseline() -> dict[str, FinishedSession]:
     """What an uninterrupted node delivers."""
     sink = MemorySink()
-    run_node(FakeLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
+    run_node(MemoryLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
     sessions, differing = delivered([sink])
     assert sessions and not differing
     return sessions
@@ -76,16 +78,16 @@ def assert_exact(baseline: dict[str, FinishedSession], *sinks: MemorySink) -> No
 def test_a_failed_flush_rewinds_and_the_next_commit_covers_nothing_lost(
     baseline: dict[str, FinishedSession], failing_flush: int
 ) -> None:
-    sink = FlakySink(fail_flushes={failing_flush})
-    node = run_node(FakeLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
+    sink = FlushingSink(fail_flushes={failing_flush})
+    node = run_node(MemoryLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
     assert sink.lost > 0, "the fault must drop output in flight, or this test proves nothing"
     assert node.stats.rewinds > 0 and node.stats.sink_failures == 1
     assert_exact(baseline, sink.durable)
 
 
 def test_a_send_that_raises_rewinds_its_streams(baseline: dict[str, FinishedSession]) -> None:
-    sink = FlakySink(fail_emits={12, 40})
-    node = run_node(FakeLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
+    sink = FlushingSink(fail_emits={12, 40})
+    node = run_node(MemoryLog(traffic_log(FRAGMENTS, STREAMS)), sink, VersionedMemory())
     assert sink.lost > 0 and node.stats.sink_failures == 2
     assert_exact(baseline, sink.durable)
 
@@ -95,12 +97,12 @@ def test_an_unexpected_exception_commits_nothing_and_a_new_owner_loses_nothing(
     baseline: dict[str, FinishedSession], error: type[Exception]
 ) -> None:
     memory = VersionedMemory()
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
-    first = FlakySink(fail_emits={25}, raise_on_emit=lambda: error("unexpected"))
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+    first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: error("unexpected"))
     with pytest.raises(NodeCrashed, match="unexpected"):
         run_node(log, first, memory)
     assert first.lost > 0
-    second = FlakySink()
+    second = FlushingSink()
     run_node(log, second, memory)
     assert_exact(baseline, first.durable, second.durable)
 
@@ -123,14 +125,14 @@ def test_at_most_once_output_held_back_stays_bounded_while_commits_fail(
     store = FailingCommits(memory)
     largest = 0
 
-    def watch(coordinator: FakeCoordinator) -> None:
+    def watch(coordinator: LocalCoordinator) -> None:
         nonlocal largest
         tasks = coordinator.listener._tasks.values()  # type: ignore[attr-defined]
         largest = max([largest, *(len(t.unsent) for t in tasks)])
         if coordinator.polls == 150:
             store.failing = False
 
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS), per_poll=1)
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS), per_poll=1)
     sink = MemorySink()
     run_node(
         log, sink, memory, store=store, on_poll=watch, delivery="at-most-once", max_unsent=3,
@@ -145,19 +147,19 @@ def test_a_stop_while_paused_leaves_within_the_session_timeout_without_committin
     baseline: dict[str, FinishedSession],
 ) -> None:
     memory = VersionedMemory()
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS), per_poll=1)
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS), per_poll=1)
     versions: dict[str, int] = {}
 
-    def pause_then_stop(coordinator: FakeCoordinator) -> None:
+    def pause_then_stop(coordinator: LocalCoordinator) -> None:
         if coordinator.polls == 60 and not coordinator.paused:
             coordinator.paused = True  # ZooKeeper suspended, and it stays away
             versions.update({s: memory.read(s)[1] for s in coordinator.streams})
             coordinator.listener.stop()  # type: ignore[attr-defined]
 
-    first = FlakySink()
+    first = FlushingSink()
     run_node(log, first, memory, until=lambda: False, on_poll=pause_then_stop)
     assert versions and {s: memory.read(s)[1] for s in versions} == versions
-    second = FlakySink()
+    second = FlushingSink()
     run_node(log, second, memory)
     assert_exact(baseline, first.durable, second.durable)
 
@@ -166,13 +168,15 @@ def test_a_corrupt_state_record_is_quarantined_and_the_other_streams_go_on(
     baseline: dict[str, FinishedSession],
 ) -> None:
     memory = VersionedMemory()
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
     bad = sorted(log.streams)[1]
     memory.write(bad, b"\x00\x93garbage", 0)
-    built: list[FakeCoordinator] = []
+    built: list[LocalCoordinator] = []
     sink = MemorySink()
     node = Node(
-        node_config(), processor=WebSessions(), parts=parts(log, sink, memory, log.caught_up, built)
+        node_config(),
+        processor=WebSessions(),
+        parts=memory_parts(log, sink, memory, log.caught_up, built),
     )
     node.run()
     assert list(built[0].quarantined) == [bad]
@@ -184,15 +188,17 @@ def test_a_corrupt_state_record_is_quarantined_and_the_other_streams_go_on(
 
 def test_a_stored_position_past_the_log_end_is_refused_loudly() -> None:
     memory = VersionedMemory()
-    log = FakeLog(traffic_log(FRAGMENTS, STREAMS))
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
     recreated = sorted(log.streams)[0]
     end = len(log.streams[recreated])
     state = StreamState(recreated, safe_offset=end + 50, committed_offset=end + 80)
     memory.write(recreated, state.encode(), 0)
-    built: list[FakeCoordinator] = []
+    built: list[LocalCoordinator] = []
     sink = MemorySink()
     node = Node(
-        node_config(), processor=WebSessions(), parts=parts(log, sink, memory, log.caught_up, built)
+        node_config(),
+        processor=WebSessions(),
+        parts=memory_parts(log, sink, memory, log.caught_up, built),
     )
     node.run()
     assert "past the log end" in built[0].quarantined[recreated]

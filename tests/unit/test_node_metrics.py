@@ -4,66 +4,52 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any, cast
 
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.config import BalancerListener
 from balancer.machine import BalancerState
 from framework.node.metrics import LoopHealth
 from framework.node.node import Node
 from framework.node.parts import NodeParts
+from framework.testing.metrics import http_get, metric_samples
+from framework.testkit.memory import (
+    FlushingSink,
+    LocalCoordinator,
+    MemoryLog,
+    memory_parts,
+    node_config,
+)
+from framework.testkit.memory import traffic_log as log_of
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.sinks import MemorySink
 from state.store import FencedStateStore, VersionedMemory
-from tests.unit.node_fakes import FakeCoordinator, FakeLog, FlakySink, node_config, parts
-from tests.unit.node_fakes import traffic_log as log_of
 
 FRAGMENTS = list(generate_fragments(80, seed=3))
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    """GET a path of the node's HTTP endpoint; (status, body)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of a scrape, parsed by prometheus_client's own parser."""
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def test_probes_follow_the_loop_and_the_counters_match_the_node_totals() -> None:
-    log = FakeLog(log_of(FRAGMENTS, 3), per_poll=2)
+    log = MemoryLog(log_of(FRAGMENTS, 3), per_poll=2)
     probes: dict[str, tuple[int, str]] = {}
 
-    def probe(coordinator: FakeCoordinator) -> None:
+    def probe(coordinator: LocalCoordinator) -> None:
         port = node.metrics_port
         if coordinator.polls == 20:
-            probes["ready"] = get(port, "/readyz")
-            probes["alive"] = get(port, "/healthz")
+            probes["ready"] = http_get(port, "/readyz")
+            probes["alive"] = http_get(port, "/healthz")
             coordinator.paused = True
-            probes["paused"] = get(port, "/readyz")
+            probes["paused"] = http_get(port, "/readyz")
             coordinator.paused = False
-            probes["metrics"] = get(port, "/metrics")
+            probes["metrics"] = http_get(port, "/metrics")
 
-    sink = FlakySink(fail_flushes={2})  # a sink failure shows in the counters too
+    sink = FlushingSink(fail_flushes={2})  # a sink failure shows in the counters too
     node = Node(
         node_config(metrics_port=0, metrics_host="127.0.0.1"),
         processor=WebSessions(),
-        parts=parts(log, sink, VersionedMemory(), log.caught_up, on_poll=probe),
+        parts=memory_parts(log, sink, VersionedMemory(), log.caught_up, on_poll=probe),
     )
     node.run()
     assert probes["ready"][0] == 200 and probes["alive"][0] == 200
@@ -71,7 +57,7 @@ def test_probes_follow_the_loop_and_the_counters_match_the_node_totals() -> None
     assert "sessionizer_fragments_consumed_total" in probes["metrics"][1]
 
     assert node.metrics is not None
-    final = samples(generate_latest(node.metrics.registry).decode())
+    final = metric_samples(generate_latest(node.metrics.registry).decode())
     totals = node.stats.totals([])
     label = (("node", "n1"),)
     for metric, key in [
@@ -86,8 +72,8 @@ def test_probes_follow_the_loop_and_the_counters_match_the_node_totals() -> None
     assert final[("sessionizer_commit_latency_seconds_count", label)] > 0
 
 
-class CountingLog(FakeLog):
-    """A `FakeLog` that counts the brokers' round trips: each `bounds` call is one."""
+class CountingLog(MemoryLog):
+    """A `MemoryLog` that counts the brokers' round trips: each `bounds` call is one."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,15 +94,15 @@ def test_a_publish_reads_the_ends_the_consumer_saw_and_never_waits_on_a_broker()
     log = CountingLog(log_of(FRAGMENTS, 8), per_poll=3)
     scrapes: dict[str, tuple[str, dict[str, int]]] = {}
 
-    def scrape_after_the_first_publish(coordinator: FakeCoordinator) -> None:
+    def scrape_after_the_first_publish(coordinator: LocalCoordinator) -> None:
         if coordinator.polls == 2:
             behind = {s: len(log.streams[s]) - p for s, p in log.positions.items()}
-            scrapes["first"] = (get(node.metrics_port, "/metrics")[1], behind)
+            scrapes["first"] = (http_get(node.metrics_port, "/metrics")[1], behind)
 
     node = Node(
         node_config(metrics_port=0, metrics_host="127.0.0.1"),
         processor=WebSessions(),
-        parts=parts(
+        parts=memory_parts(
             log,
             MemorySink(),
             VersionedMemory(),
@@ -129,13 +115,13 @@ def test_a_publish_reads_the_ends_the_consumer_saw_and_never_waits_on_a_broker()
     text, behind = scrapes["first"]
     lag = {
         dict(labels)["stream"]: value
-        for (name, labels), value in samples(text).items()
+        for (name, labels), value in metric_samples(text).items()
         if name == "sessionizer_stream_lag"
     }
     assert lag == behind and len(lag) == 8 and all(lag.values()), (lag, behind)
 
 
-class SuspendedCoordinator(FakeCoordinator):
+class SuspendedCoordinator(LocalCoordinator):
     """Its connection drops (`connected` goes False on kazoo's thread) before the loop's poll.
 
     The real `Balancer` sets `paused` only when the loop applies the SUSPENDED
@@ -153,18 +139,18 @@ class SuspendedCoordinator(FakeCoordinator):
 
 
 def test_readyz_answers_503_once_the_connection_drops_before_the_loop_notices() -> None:
-    log = FakeLog(log_of(FRAGMENTS, 3), per_poll=2)
+    log = MemoryLog(log_of(FRAGMENTS, 3), per_poll=2)
     memory = VersionedMemory()
     probes: dict[str, tuple[int, str]] = {}
 
-    def probe(coordinator: FakeCoordinator) -> None:
+    def probe(coordinator: LocalCoordinator) -> None:
         assert isinstance(coordinator, SuspendedCoordinator)
         if coordinator.polls == 10:
             coordinator.link_up = False
-            probes["dropped"] = get(node.metrics_port, "/readyz")
-            probes["alive"] = get(node.metrics_port, "/healthz")
+            probes["dropped"] = http_get(node.metrics_port, "/readyz")
+            probes["alive"] = http_get(node.metrics_port, "/healthz")
             coordinator.link_up = True
-            probes["back"] = get(node.metrics_port, "/readyz")
+            probes["back"] = http_get(node.metrics_port, "/readyz")
 
     def coordinator(listener: BalancerListener) -> SuspendedCoordinator:
         built = SuspendedCoordinator(listener, memory, sorted(log.streams), log.caught_up)
@@ -185,7 +171,7 @@ def test_readyz_answers_503_once_the_connection_drops_before_the_loop_notices() 
 def test_a_stalled_loop_fails_both_probes() -> None:
     """A step blocked past the stall limit: /healthz says so, and the node is not ready either."""
     health = LoopHealth(stall_limit=30.0, stopping=threading.Event())
-    coordinator = FakeCoordinator(idle_listener(), VersionedMemory(), [], lambda: False)
+    coordinator = LocalCoordinator(idle_listener(), VersionedMemory(), [], lambda: False)
     coordinator.state = BalancerState.STABLE
     health.coordinator = coordinator
     assert health.alive()[0] and health.ready() == (True, "coordinator stable")

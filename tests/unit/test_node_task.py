@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from framework.kernel.records import StreamRecord
+from framework.kernel.watermark import Watermark
 from framework.node.task import StreamTask
 from router.fragment import ParsedFragment
-from router.wire import Watermark, encode_fragment, encode_watermark
+from router.wire import encode_fragment, encode_watermark
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import FinishedSession
 from sessionizer.sinks import DeadLetter
@@ -36,28 +37,17 @@ class Pages(StreamProcessor):
         return session
 
 
-@dataclass
-class Record:
-    """The attributes of a kafka-python ConsumerRecord the task reads."""
-
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list
-
-
-def fragment(offset: int, key: str, minute: int, path: str = "/") -> Record:
+def fragment(offset: int, key: str, minute: int, path: str = "/") -> StreamRecord:
     raw_key, value = encode_fragment(ParsedFragment(key, minute * MINUTE, {"path": path}))
-    return Record(offset, raw_key, value, minute * MINUTE, [])
+    return StreamRecord(STREAM, offset, raw_key, value, minute * MINUTE, [])
 
 
-def watermark(offset: int, minute: int, end: bool = False) -> Record:
+def watermark(offset: int, minute: int, end: bool = False) -> StreamRecord:
     value, headers = encode_watermark(Watermark(minute * MINUTE, end))
-    return Record(offset, None, value, minute * MINUTE, headers)
+    return StreamRecord(STREAM, offset, None, value, minute * MINUTE, headers)
 
 
-def run(task: StreamTask, records: list[Record]) -> list:
+def run(task: StreamTask, records: list[StreamRecord]) -> list:
     return [out for record in records for out in task.handle(record)]
 
 
@@ -70,7 +60,7 @@ def test_sessions_come_out_and_the_position_follows_the_records() -> None:
 
 def test_bad_records_late_fragments_and_failing_hooks_become_dead_letters() -> None:
     task = StreamTask.resume(Pages(), StreamState.initial(STREAM))
-    garbage = Record(1, b"k", b"\xc1", 0, [])
+    garbage = StreamRecord(STREAM, 1, b"k", b"\xc1", 0, [])
     out = run(task, [fragment(0, "a", 30), garbage, fragment(2, "b", 0),
                      fragment(3, "c", 31, "/boom"), watermark(4, 99, end=True)])  # fmt: skip
     letters = [o for o in out if isinstance(o, DeadLetter)]

@@ -3,58 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
 
 import router.producer as producer_module
+from framework.kernel.watermark import Watermark
+from framework.testing.producer import RecordingTransport
 from router.errors import MalformedLine, ProduceFailed
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.hashing import stream_for_key
 from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
-from router.wire import Watermark, decode_record, encode_fragment
+from router.wire import decode_record, encode_fragment
 
 STREAMS = 8
 MINUTE = 60_000
 
 
-@dataclass
-class FakeTransport:
-    """Records what `StreamProducer` sends; fails the records it is told to."""
-
-    records: list[tuple[int, bytes | None, bytes, int, object]] = field(default_factory=list)
-    fail_streams: set[int] = field(default_factory=set)
-    prepared: list[bool] = field(default_factory=list)
-    closed: bool = False
-    _failed: list[str] = field(default_factory=list)
-    _fragments_failed: int = 0
-
-    def prepare(self, *, verify: bool) -> None:
-        self.prepared.append(verify)
-
-    def send(
-        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
-    ) -> None:
-        self.records.append((stream, key, value, timestamp_ms, headers))
-        if stream in self.fail_streams:
-            self._failed.append(f"stream {stream}: broker said no")
-            self._fragments_failed += key is not None
-
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
-        failed, self._failed = self._failed, []
-        fragments, self._fragments_failed = self._fragments_failed, 0
-        return fragments, failed
-
-    def close(self, timeout: float | None = None) -> None:
-        self.closed = True
-
-
 @pytest.fixture
-def transport(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTransport]:
-    fake = FakeTransport()
+def transport(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
+    fake = RecordingTransport()
     monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
     yield fake
 
@@ -64,7 +34,7 @@ def _config(**overrides: object) -> ProducerConfig:
 
 
 def test_fragments_go_to_their_stream_with_the_wire_bytes_and_event_time(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     fragments = list(generate_fragments(50, seed=3))
     with StreamProducer(_config()) as producer:
@@ -81,7 +51,7 @@ def test_fragments_go_to_their_stream_with_the_wire_bytes_and_event_time(
 
 
 def test_watermarks_are_wire_watermarks_at_the_clock_to_lagging_streams_only(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     # Stream of "a" gets a fragment every 10 s for 10 minutes; every other stream idles.
     busy = stream_for_key("a", STREAMS)
@@ -102,7 +72,9 @@ def test_watermarks_are_wire_watermarks_at_the_clock_to_lagging_streams_only(
     assert producer.stats.watermarks == len(marks)
 
 
-def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(transport: FakeTransport) -> None:
+def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(
+    transport: RecordingTransport,
+) -> None:
     fragments = list(generate_fragments(40, seed=5))
     transport.fail_streams = {stream_for_key(fragments[0].key, STREAMS)}
     failing = sum(stream_for_key(f.key, STREAMS) in transport.fail_streams for f in fragments)
@@ -114,7 +86,9 @@ def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(transport: FakeT
     assert producer.stats.sent == len(fragments) - failing
 
 
-def test_ingest_counts_and_rejects_through_either_entry_point(transport: FakeTransport) -> None:
+def test_ingest_counts_and_rejects_through_either_entry_point(
+    transport: RecordingTransport,
+) -> None:
     good = ParsedFragment("k", 1_000, {"a": 1})
     bad = ParsedFragment("k", 2_000, {1: "not a string name"})  # type: ignore[dict-item]
     producer = StreamProducer(_config())
@@ -127,14 +101,14 @@ def test_ingest_counts_and_rejects_through_either_entry_point(transport: FakeTra
 
 
 def test_the_config_names_a_client_and_carries_the_same_settings_for_both() -> None:
-    config = _config(transport="confluent", client_properties={"security.protocol": "SSL"})
+    config = _config(kafka_client="confluent", kafka_config={"security.protocol": "SSL"})
     settings = config.confluent_settings()
     assert settings["acks"] == "all" and settings["enable.idempotence"] is True
     assert settings["linger.ms"] == config.linger_ms and settings["batch.size"] == config.batch_size
     assert settings["compression.type"] == "lz4" and settings["security.protocol"] == "SSL"
     assert config.kafka_settings()["security_protocol"] == "SSL"
     with pytest.raises(ValueError, match="transport"):
-        _config(transport="librdkafka")
+        _config(kafka_client="librdkafka")
 
 
 @pytest.mark.parametrize(
@@ -152,5 +126,5 @@ def test_the_transport_follows_the_configured_client(
     fake = SimpleNamespace(send=None)  # a producer the transport only holds
     for module, name in ((kafka_python, "KafkaPythonProducer"), (confluent, "ConfluentProducer")):
         monkeypatch.setattr(module, name, lambda settings, name=name: made.append(name) or fake)
-    transports.open_transport(_config(transport=choice), ["app.stream.0000"])
+    transports.open_transport(_config(kafka_client=choice), ["app.stream.0000"])
     assert made == [expected]

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.kernel.watermark import JOINED, LEFT, Watermark
+from framework.testing.engine_checks import check_sessions_of_batch
 from framework.testkit.engine_runs import (
     OffsetRecorder,
-    batch_identity,
     fragment_at,
     run_engine,
     run_engine_with_crashes,
@@ -275,13 +275,7 @@ def test_without_a_bound_no_fragment_is_late_and_the_sessions_are_the_batch_defi
     assert late == []
     fragments = [r for r in case.records if isinstance(r, Fragment)]
     batch = batch_sessions(fragments, case.timeout_ms, case.processor().is_end)
-    expected = {batch_identity(session, STREAM) for session in batch}
-    got = [session_identity(session) for session in sessions]
-    assert len(got) == len(set(got))
-    assert set(got) <= expected
-    assert engine.counters.open_sessions == len(expected) - len(got)
-    if case.ends:
-        assert set(got) == expected
+    check_sessions_of_batch(STREAM, sessions, engine, batch, complete=case.ends)
 
 
 @settings(max_examples=300, deadline=None)

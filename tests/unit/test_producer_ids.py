@@ -1,6 +1,6 @@
 """A named producer: `joined` markers, its id in every watermark, peers, and `left` for the dead.
 
-No servers: the Kafka transport is `tests.unit.test_producer`'s fake, the ZooKeeper
+No servers: the Kafka transport is `framework.testing.producer.RecordingTransport`, the ZooKeeper
 registry a fake with the `ProducerRegistry` surface.
 """
 
@@ -15,6 +15,7 @@ import pytest
 
 import router.producer as producer_module
 from framework.kernel.watermark import JOINED, LEFT, Watermark
+from framework.testing.producer import RecordingTransport
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
@@ -22,7 +23,6 @@ from router.naming import stream_name
 from router.producer import ProducerConfig, StreamProducer
 from router.producer_registry import GoneProducer, PollResult, default_producer_id
 from router.wire import KIND_HEADER, WATERMARK_KIND, decode_record, encode_watermark
-from tests.unit.test_producer import FakeTransport
 
 STREAMS = 4
 MINUTE = 60_000
@@ -56,8 +56,8 @@ class FakeRegistry:
 
 
 @pytest.fixture
-def transport(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTransport]:
-    fake = FakeTransport()
+def transport(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
+    fake = RecordingTransport()
     monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
     yield fake
 
@@ -66,7 +66,7 @@ def _config(**overrides: Any) -> ProducerConfig:
     return ProducerConfig("localhost:9092", "app", STREAMS, producer_id="me", **overrides)
 
 
-def _watermarks(transport: FakeTransport) -> list[tuple[int, Watermark]]:
+def _watermarks(transport: RecordingTransport) -> list[tuple[int, Watermark]]:
     decoded = []
     for stream, key, value, timestamp, headers in transport.records:
         if key is None:
@@ -77,7 +77,7 @@ def _watermarks(transport: FakeTransport) -> list[tuple[int, Watermark]]:
 
 
 def test_a_named_producer_joins_every_stream_then_names_itself_in_every_watermark(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     registry = FakeRegistry()
     producer = StreamProducer(_config(), registry=registry)  # type: ignore[arg-type]
@@ -99,7 +99,7 @@ def test_a_named_producer_joins_every_stream_then_names_itself_in_every_watermar
 
 
 def test_with_peers_every_stream_gets_a_watermark_each_interval_even_a_busy_one(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     busy = stream_for_key("a", STREAMS)
     registry = FakeRegistry(results=[PollResult(peers=True)])
@@ -115,7 +115,7 @@ def test_with_peers_every_stream_gets_a_watermark_each_interval_even_a_busy_one(
     assert all(regular.count(s) == regular.count(busy) for s in range(STREAMS))
 
 
-def test_alone_a_busy_stream_gets_no_watermark_as_before(transport: FakeTransport) -> None:
+def test_alone_a_busy_stream_gets_no_watermark_as_before(transport: RecordingTransport) -> None:
     busy = stream_for_key("a", STREAMS)
     with StreamProducer(_config(watermark_interval_ms=MINUTE), registry=FakeRegistry()) as p:  # type: ignore[arg-type]
         for t in range(0, 10 * MINUTE + 1, 5_000):
@@ -125,7 +125,7 @@ def test_alone_a_busy_stream_gets_no_watermark_as_before(transport: FakeTranspor
 
 
 def test_a_producer_gone_without_ending_gets_a_left_marker_in_its_streams(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     gone = GoneProducer("dead", 1_234_000, (stream_name("app", 1), stream_name("app", 3)))
     registry = FakeRegistry(results=[PollResult(peers=True, gone=(gone,))])
@@ -139,7 +139,7 @@ def test_a_producer_gone_without_ending_gets_a_left_marker_in_its_streams(
 
 
 def test_stopping_without_an_end_of_input_writes_our_own_left_marker_once(
-    transport: FakeTransport,
+    transport: RecordingTransport,
 ) -> None:
     registry = FakeRegistry()
     producer = StreamProducer(_config(), registry=registry)  # type: ignore[arg-type]
@@ -151,7 +151,7 @@ def test_stopping_without_an_end_of_input_writes_our_own_left_marker_once(
     assert registry.calls[2:] == [("left", 1_000_000), "close", "close"]
 
 
-def test_an_anonymous_producer_writes_what_it_always_wrote(transport: FakeTransport) -> None:
+def test_an_anonymous_producer_writes_what_it_always_wrote(transport: RecordingTransport) -> None:
     with StreamProducer(ProducerConfig("localhost:9092", "app", STREAMS)) as producer:
         producer.send(ParsedFragment("a", 1_000_000, {}))
         producer.end_of_input()

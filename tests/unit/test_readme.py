@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from typing import Any
-
+from framework.testing.docs import README, python_blocks, readme_page_views
 from framework.testkit import assert_batch, assert_exact, frag
 from sessionizer.processor import StreamProcessor
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 MINUTE = 60_000
 
 
 def _processor_blocks() -> list[str]:
     """The Python blocks of the README's "Your own processor" section, in order."""
-    text = README.read_text()
-    section = text.split("## Your own processor", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-
-
-def readme_page_views() -> type[StreamProcessor]:
-    namespace: dict[str, Any] = {}
-    for block in _processor_blocks():
-        exec(compile(block, str(README), "exec"), namespace)
-    page_views: type[StreamProcessor] = namespace["PageViews"]
-    return page_views
+    return python_blocks(README, "## Your own processor")
 
 
 def test_the_readme_processor_comes_with_a_test_that_passes() -> None:

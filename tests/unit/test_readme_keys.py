@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from framework.testing.cli import DATA
+from framework.testing.docs import README
 from router.formats import parse_file
-from tests.unit.test_readme import README
 
 
 def _key_example() -> tuple[str, str]:

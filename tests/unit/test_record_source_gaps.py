@@ -3,7 +3,7 @@
 A Kafka client hands a record out once: one taken from it and then dropped by
 the source is never fetched again, and the node's next commit moves past it.
 The confluent source runs over a fake librdkafka `Consumer`
-(`tests/unit/confluent_fakes.py`); the kafka-python source over kafka-python's
+(`framework.testing.confluent`); the kafka-python source over kafka-python's
 own `Fetcher`, fed fetch responses, so what is checked is the library's real
 buffering (it keeps an error met after some records for its next `poll`).
 """
@@ -23,7 +23,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from framework.kafka import kafka_python_reader as kafka_source
 from framework.node.kafka_source import KafkaRecordSource
-from tests.unit.confluent_fakes import ScriptedConsumer, error, install, message, out_of_range
+from framework.testing.confluent import ScriptedConsumer, error, install, message, out_of_range
 
 A, B = "t.stream.0000", "t.stream.0001"
 

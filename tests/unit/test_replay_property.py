@@ -12,15 +12,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.testing.engine_checks import check_sessions_of_batch
+from framework.testing.offset_streams import steps
 from framework.testkit.engine_runs import (
     OffsetRecorder,
-    batch_identity,
+    OffsetScenario,
     fragment_at,
     run_engine,
     run_engine_with_crashes,
@@ -41,44 +42,18 @@ from sessionizer.records import FoldedHookFailure
 
 STREAM = "app.stream.0007"
 
-# (clock advance, offset step (Kafka offsets may have gaps), key (few: keys are
-#  reused), lag behind the clock, kind: 0 = watermark, 1-2 = END fragment, else fragment).
-# Small numbers on purpose: they make the boundaries (a gap of exactly `timeout`, an
-# END and a fragment in the same millisecond, a lag of exactly `grace`) common.
-_STEP = st.tuples(
-    st.integers(0, 3),
-    st.integers(1, 3),
-    st.integers(0, 2),
-    st.integers(0, 10),
-    st.integers(0, 9),
-)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A stream of records and the processor settings to sessionize it with."""
-
-    timeout_ms: int
-    grace_ms: int
-    max_ms: int | None
-    records: tuple[Record, ...]
-    ends_input: bool
-
-    def processor(self) -> OffsetRecorder:
-        """Return a fresh recording processor with these settings."""
-        return OffsetRecorder(self.timeout_ms, self.grace_ms, self.max_ms)
+# Kinds of `steps`: 0 = watermark, 1-2 = END fragment, else fragment.
+KINDS = 9
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, late: bool) -> Scenario:
+def scenarios(draw: st.DrawFn, *, late: bool) -> OffsetScenario:
     """Draw a stream; fragments lag the clock by at most `grace` unless `late`."""
     timeout, grace = draw(st.integers(1, 6)), draw(st.integers(0, 4))
     max_ms = draw(st.none() | st.integers(3, 20))
     clock, offset = 1_000, 0
     records: list[Record] = []
-    # Hypothesis favours short lists; a drawn length gives long interleavings too.
-    length = draw(st.integers(0, 80))
-    for advance, step, key, lag, kind in draw(st.lists(_STEP, min_size=length, max_size=length)):
+    for advance, step, key, lag, kind in draw(steps(KINDS, 80)):
         clock += advance
         # Every event time is <= clock, so lag <= grace keeps the fragment on time.
         ts = clock - (lag if late else lag % (grace + 1))
@@ -90,10 +65,10 @@ def scenarios(draw: st.DrawFn, *, late: bool) -> Scenario:
     ends_input = draw(st.booleans())
     if ends_input:
         records.append(Watermark(clock, end=True, offset=offset))
-    return Scenario(timeout, grace, max_ms, tuple(records), ends_input)
+    return OffsetScenario(timeout, grace, max_ms, tuple(records), ends_input=ends_input)
 
 
-def _expected_late(scenario: Scenario) -> set[int]:
+def _expected_late(scenario: OffsetScenario) -> set[int]:
     high: int | None = None
     late: set[int] = set()
     for record in scenario.records:
@@ -104,7 +79,7 @@ def _expected_late(scenario: Scenario) -> set[int]:
     return late
 
 
-def _check_against_batch(scenario: Scenario) -> None:
+def _check_against_batch(scenario: OffsetScenario) -> None:
     sessions, late, engine = run_engine(STREAM, scenario.records, scenario.processor())
     late_offsets = {output.fragment.offset for output in late}
     assert late_offsets == _expected_late(scenario)
@@ -114,33 +89,26 @@ def _check_against_batch(scenario: Scenario) -> None:
     batch = batch_sessions(
         on_time, scenario.timeout_ms, scenario.processor().is_end, max_duration_ms=scenario.max_ms
     )
-    expected = {batch_identity(session, STREAM) for session in batch}
-    got = [session_identity(session) for session in sessions]
-    assert len(got) == len(set(got))
-    assert set(got) <= expected
-    # What is not emitted yet is still open (and nothing is, after end of input).
-    assert engine.counters.open_sessions == len(expected) - len(got)
-    if scenario.ends_input:
-        assert set(got) == expected
+    check_sessions_of_batch(STREAM, sessions, engine, batch, complete=scenario.ends_input)
 
 
 @settings(max_examples=600, deadline=None)
 @given(scenarios(late=False))
-def test_engine_equals_batch_definition(scenario: Scenario) -> None:
+def test_engine_equals_batch_definition(scenario: OffsetScenario) -> None:
     assert not _expected_late(scenario)
     _check_against_batch(scenario)
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios(late=True))
-def test_engine_equals_batch_definition_of_the_on_time_fragments(scenario: Scenario) -> None:
+def test_engine_equals_batch_definition_of_the_on_time_fragments(scenario: OffsetScenario) -> None:
     _check_against_batch(scenario)
 
 
 class Poisoned(OffsetRecorder):
     """A OffsetRecorder whose `is_end` or `update` raises on chosen offsets (field "o")."""
 
-    def __init__(self, scenario: Scenario, poison: Mapping[int, str]) -> None:
+    def __init__(self, scenario: OffsetScenario, poison: Mapping[int, str]) -> None:
         super().__init__(scenario.timeout_ms, scenario.grace_ms, scenario.max_ms)
         self.poison = poison
 
@@ -164,7 +132,7 @@ def _failures(outputs: Iterable[EngineOutput]) -> set[tuple[int, str, str | None
 @settings(max_examples=800, deadline=None)
 @given(st.booleans().flatmap(lambda late: scenarios(late=late)), st.data())
 def test_crash_and_resume_gives_exactly_the_uninterrupted_sessions(
-    scenario: Scenario, data: st.DataObject
+    scenario: OffsetScenario, data: st.DataObject
 ) -> None:
     offsets = [r.offset for r in scenario.records if isinstance(r, Fragment)]
     poison: dict[int, str] = {}

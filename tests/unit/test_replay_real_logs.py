@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from framework import StreamProcessor
 from framework.testkit import Input, assert_batch, assert_exact, frag, watermark
 from framework.testkit.engine_runs import (
     batch_identity,
@@ -22,7 +23,8 @@ from framework.testkit.engine_runs import (
     run_engine_with_crashes,
     session_identity,
 )
-from router.formats import Format, parse_file
+from router import Format
+from router.formats import parse_file
 from router.fragment import ParsedFragment
 from sessionizer import (
     FinishedSession,
@@ -30,7 +32,6 @@ from sessionizer import (
     LateFragment,
     Record,
     SessionEngine,
-    StreamProcessor,
     Watermark,
     batch_sessions,
 )

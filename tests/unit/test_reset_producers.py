@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework import StreamProcessor
 from framework.kernel.watermark import JOINED, LEFT, Watermark
 from framework.reset_producers import RebuiltProducers, apply_records
 from router.fragment import ParsedFragment
 from router.wire import encode_fragment, encode_watermark
-from sessionizer import EngineOutput, Fragment, Record, SessionEngine, StreamProcessor
+from sessionizer import EngineOutput, Fragment, Record, SessionEngine
 from state.record import StreamState
 
 STREAM = "app.stream.0002"

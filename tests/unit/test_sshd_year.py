@@ -18,7 +18,8 @@ import framework.commands.produce as produce_command
 import router.producer as producer_module
 from framework.cli import main
 from framework.testing.cli import DATA
-from router.formats import line_parser, load_format, parse_file, parse_line, syslog_year
+from router import load_format
+from router.formats import line_parser, parse_file, parse_line, syslog_year
 from router.formats_sshd import SshdFormat, SyslogYears, log_year
 from router.producer import ProducerConfig, StreamProducer
 

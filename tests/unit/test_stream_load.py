@@ -14,11 +14,17 @@ from balancer.load_plan import LoadPolicy
 from balancer.status import format_table
 from framework.kernel.errors import ConfigError
 from framework.node.node import Node
+from framework.testkit.memory import (
+    LocalCoordinator,
+    MemoryLog,
+    memory_parts,
+    node_config,
+    traffic_log,
+)
 from router.generator import generate_fragments
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.sinks import MemorySink
 from state.store import VersionedMemory
-from tests.unit.node_fakes import FakeCoordinator, FakeLog, node_config, parts, traffic_log
 
 
 def test_meter_converges_to_the_rate_and_shares_busy_time_by_fragments() -> None:
@@ -94,12 +100,12 @@ def test_unusable_rates_read_as_unknown() -> None:
 
 def test_node_reports_fragment_counts_and_busy_time_from_its_loop() -> None:
     fragments = list(generate_fragments(60, seed=3))
-    log = FakeLog(traffic_log(fragments, 4))
-    coordinators: list[FakeCoordinator] = []
+    log = MemoryLog(traffic_log(fragments, 4))
+    coordinators: list[LocalCoordinator] = []
     node = Node(
         node_config(),
         processor=WebSessions(),
-        parts=parts(log, MemorySink(), VersionedMemory(), log.caught_up, coordinators),
+        parts=memory_parts(log, MemorySink(), VersionedMemory(), log.caught_up, coordinators),
     )
     node.run()
     reports = coordinators[0].load_reports

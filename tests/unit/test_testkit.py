@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 import framework.testkit
+from framework.kernel.watermark import Watermark
+from framework.testing.docs import readme_page_views
 from framework.testkit import (
     EndOfInput,
     Input,
@@ -28,9 +30,7 @@ from framework.testkit import (
 )
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
-from router.wire import Watermark
 from sessionizer.processor import StreamProcessor
-from tests.unit.test_readme import readme_page_views
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 MINUTE = 60_000

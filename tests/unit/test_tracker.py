@@ -7,23 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework.kernel.limits import MAX_KEY_BYTES
+from framework.testing.engine_cases import FIGURE_4_3
 from state import IgnoreEntry, SafeOffsetTracker
 from state.tracker import ENTRY_OVERHEAD_BYTES, entry_bytes
-
-# Figure 4.3 of the thesis (section 4.3.1), read in offset order: "+" opens a session,
-# "*" is its final fragment.  The figure itself is not in the text; this layout is the
-# one its prose fixes: s1 ends at 3, s3 at 7, s2 at 8, and s4 starts at 6.
-FIGURE_4_3 = [
-    (0, "s1", "+"),
-    (1, "s2", "+"),
-    (2, "s1", ""),
-    (3, "s1", "*"),
-    (4, "s3", "+"),
-    (5, "s2", ""),
-    (6, "s4", "+"),
-    (7, "s3", "*"),
-    (8, "s2", "*"),
-]
 
 
 def _drive_figure() -> dict[int, tuple[int, set[str]]]:

@@ -10,15 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.watermark import Watermark
 from router.errors import MalformedLine, UndecodableRecord
 from router.fragment import ParsedFragment
-from router.wire import (
-    KIND_HEADER,
-    Watermark,
-    decode_record,
-    encode_fragment,
-    encode_watermark,
-)
+from router.wire import KIND_HEADER, decode_record, encode_fragment, encode_watermark
 
 fields = st.dictionaries(
     st.text(max_size=8), st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=20))

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
+from framework.kernel.watermark import Watermark
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
 from router.wire import (
     KIND_HEADER,
     WATERMARK_KIND,
-    Watermark,
     decode_record,
     encode_fragment,
     encode_watermark,

@@ -16,10 +16,11 @@ from kazoo.security import (
     make_digest_acl,
 )
 
-from balancer import AppPaths, Balancer, BalancerConfig, NoopListener
+from balancer import Balancer, BalancerConfig, NoopListener
 from balancer.status import auth_line, format_table
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
+from framework.kernel.paths import AppPaths
 from framework.kernel.zookeeper import (
     OPEN,
     ZooKeeperAccessError,
@@ -31,7 +32,7 @@ from framework.kernel.zookeeper import (
     new_client,
     refused,
 )
-from framework.member import parse_args
+from framework.testing.member import parse_args
 from state.zookeeper_store import ZooKeeperRecords
 
 AUTH = "digest:acl-user:s3cret-pw"

@@ -1,6 +1,7 @@
 """A runnable balancer member for tests and benchmarks.
 
-    python -m framework.member --zk HOSTS --app APP --id ID [--drain SECONDS] [--zk-auth S:C]
+    python -m framework.testing.member --zk HOSTS --app APP --id ID [--drain SECONDS]
+        [--zk-auth S:C]
 
 Runs a `Balancer` from one loop, logs every assignment change as one JSON line
 on stdout (`event="assignment"`, `node`, `streams`), commits a small fake state
@@ -45,8 +46,10 @@ from state.errors import CommitUncertainError, CorruptStateError, FencedError, S
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
 
-__all__ = ["Member", "decode_counter", "main", "parse_args"]
+__all__ = ["NAME", "Member", "decode_counter", "main", "parse_args"]
 
+NAME = "framework.member"
+"""The name its error lines and logs carry: the program's name, kept from its first home."""
 _DONE = (BalancerState.DRAINED, BalancerState.CLOSED)
 
 
@@ -77,7 +80,7 @@ class Member(NoopListener):
         self._counters: dict[str, int] = {}
         self._uncertain: set[str] = set()  # last commit's outcome unknown: re-read first
         self._logged: list[str] | None = None
-        self.log = structlog.get_logger("framework.member").bind(node=self.node)
+        self.log = structlog.get_logger(NAME).bind(node=self.node)
 
     # -- BalancerListener ----------------------------------------------------------
 
@@ -205,7 +208,7 @@ class Member(NoopListener):
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options (each with its environment variable where one exists)."""
-    parser = argparse.ArgumentParser(prog="python -m framework.member", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m framework.testing.member", description=__doc__)
     parser.add_argument(
         "--zk",
         default=os.environ.get("SESSIONIZER_ZK"),
@@ -252,7 +255,7 @@ def _configure_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `python -m framework.member`."""
+    """Entry point of `python -m framework.testing.member`."""
     args = parse_args(argv)
     _configure_logging()
     try:
@@ -270,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, member.stop)
         return member.run(args.drain)
     except ConfigError as exc:  # a wrong --zk, --app or --zk-auth: one line, no traceback
-        print(f"framework.member: error: {exc}", file=sys.stderr)
+        print(f"{NAME}: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -186,7 +186,7 @@ class LogConsumer(_Base):
                 self.queue.append(
                     FakeMessage(
                         stream, record.offset, record.key, record.value, record.timestamp,
-                        list(record.headers) or None,
+                        list(record.headers or ()) or None,
                     )
                 )  # fmt: skip
                 self.positions[stream] = record.offset + 1

@@ -1,54 +1,63 @@
-"""In-process fakes of a node's four parts, for unit tests of the loop's ordering guarantees.
+"""A real `Node` in-process: its four parts in memory, no ZooKeeper, no Kafka, no threads.
 
-- `FakeLog`: a `RecordSource` over in-memory streams of encoded records;
-- `FlakySink`: a sink that keeps what a flush confirmed (`durable`) apart from
-  what is still in flight, and fails on command (the in-flight output is lost);
-- `FakeCoordinator`: hands the node all streams at its first poll, through a
-  shared `VersionedMemory` (so epochs fence like ZooKeeper's versions), and
-  stops the node when the test's condition holds.
+As Kafka Streams users drive a real task with `TopologyTestDriver`, these drive
+the node's own loop (`framework.node.node.Node`: poll, hand to tasks, deliver,
+checkpoint) over parts you can inspect and break (docs/testing.md):
+
+- `MemoryLog`: a `RecordSource` over in-memory streams of `StreamRecord`s
+  (`traffic_log` routes fragments to them as the producer does);
+- `FlushingSink`: a sink that keeps what a flush confirmed (`durable`) apart from
+  what is still in flight, and fails chosen flushes or emits (the in-flight output
+  is lost, as a producer's is);
+- `LocalCoordinator`: hands the node every stream at its first poll, through a
+  shared `state.store.VersionedMemory` (so epochs fence like ZooKeeper's
+  versions), and stops the node when the caller's condition holds;
+- the store is the product's own `state.store.FencedStateStore` over that memory.
+
+`memory_parts` puts the four together for `Node(node_config(), processor=...,
+parts=...)`; `delivered` and `letters` read what the sinks confirmed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.config import BalancerListener
 from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from framework.kernel.config import ConnectionConfig
+from framework.kernel.records import StreamRecord
+from framework.kernel.watermark import Watermark
 from framework.node.config import NodeConfig
 from framework.node.parts import NodeParts
 from framework.node.ports import Fetched
+from framework.testkit.inputs import APP
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
-from router.wire import Watermark, encode_fragment, encode_watermark
+from router.wire import encode_fragment, encode_watermark
 from sessionizer.errors import SinkError
 from sessionizer.records import FinishedSession
-from sessionizer.sinks import DeadLetter, MemorySink
+from sessionizer.sinks import MemorySink
 from state.store import FencedStateStore, VersionedMemory
 
-APP = "t"
+__all__ = [
+    "FlushingSink",
+    "LocalCoordinator",
+    "MemoryLog",
+    "delivered",
+    "letters",
+    "memory_parts",
+    "node_config",
+    "traffic_log",
+]
 
 
-@dataclass(frozen=True)
-class FakeRecord:
-    """The fields of a Kafka record the node reads."""
-
-    topic: str
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-
-
-class FakeLog:
+class MemoryLog:
     """A `RecordSource` over in-memory streams; `poll` hands out a few records per stream."""
 
-    def __init__(self, streams: Mapping[str, list[FakeRecord]], per_poll: int = 7) -> None:
+    def __init__(self, streams: Mapping[str, list[StreamRecord]], per_poll: int = 7) -> None:
         self.streams = {name: list(records) for name, records in streams.items()}
         self.per_poll = per_poll
         self.positions: dict[str, int] = {}
@@ -87,7 +96,7 @@ class FakeLog:
         """Nothing to release."""
 
 
-class FlakySink(MemorySink):
+class FlushingSink(MemorySink):
     """Confirms output at `flush`; `fail_flushes`/`fail_emits` make chosen calls fail.
 
     Flushes are counted only when output is in flight, so a failure always loses some.
@@ -136,7 +145,7 @@ class FlakySink(MemorySink):
         self.dead_letters.clear()
 
 
-class FakeCoordinator:
+class LocalCoordinator:
     """Assigns every stream of the log to its node at the first poll; closes by revoking."""
 
     def __init__(
@@ -156,7 +165,7 @@ class FakeCoordinator:
         self.paused = False
         self.state = BalancerState.STOPPED
         self.polls = 0
-        self.on_poll: Callable[[FakeCoordinator], None] | None = None
+        self.on_poll: Callable[[LocalCoordinator], None] | None = None
         self.load_reports: list[tuple[dict[str, int], float]] = []
 
     @property
@@ -215,23 +224,24 @@ class FakeCoordinator:
 
 def traffic_log(
     fragments: Sequence[ParsedFragment], streams: int, *, end: bool = True
-) -> dict[str, list[FakeRecord]]:
+) -> dict[str, list[StreamRecord]]:
     """Route fragments to streams as the producer does, with an end-of-input watermark."""
-    log: dict[str, list[FakeRecord]] = {stream_name(APP, i): [] for i in range(streams)}
+    log: dict[str, list[StreamRecord]] = {stream_name(APP, i): [] for i in range(streams)}
     for fragment in fragments:
         topic = stream_name(APP, stream_for_key(fragment.key, streams))
         key, value = encode_fragment(fragment)
-        log[topic].append(FakeRecord(topic, len(log[topic]), key, value, fragment.timestamp_ms))
+        record = StreamRecord(topic, len(log[topic]), key, value, fragment.timestamp_ms, [])
+        log[topic].append(record)
     if end:
         last = max(f.timestamp_ms for f in fragments)
         value, headers = encode_watermark(Watermark(last, end=True))
         for topic, records in log.items():
-            records.append(FakeRecord(topic, len(records), None, value, last, headers))
+            records.append(StreamRecord(topic, len(records), None, value, last, headers))
     return log
 
 
 def node_config(**overrides: Any) -> NodeConfig:
-    """A node config for fakes: no servers are ever contacted."""
+    """A node config for in-memory parts: no servers are ever contacted (`overrides` win)."""
     settings: dict[str, Any] = {
         "connection": ConnectionConfig("fake-zk:1", "fake-kafka:1", APP),
         "node_id": "n1",
@@ -244,20 +254,20 @@ def node_config(**overrides: Any) -> NodeConfig:
     return NodeConfig(**settings)
 
 
-def parts(
-    log: FakeLog,
+def memory_parts(
+    log: MemoryLog,
     sink: MemorySink,
     memory: VersionedMemory,
     stop_when: Callable[[], bool],
-    coordinators: list[FakeCoordinator] | None = None,
+    coordinators: list[LocalCoordinator] | None = None,
     *,
-    on_poll: Callable[[FakeCoordinator], None] | None = None,
+    on_poll: Callable[[LocalCoordinator], None] | None = None,
     store: FencedStateStore | None = None,
 ) -> NodeParts:
     """The four parts over shared in-memory state; `coordinators` collects what is built."""
 
-    def coordinator(listener: BalancerListener) -> FakeCoordinator:
-        built = FakeCoordinator(listener, memory, sorted(log.streams), stop_when)
+    def coordinator(listener: BalancerListener) -> LocalCoordinator:
+        built = LocalCoordinator(listener, memory, sorted(log.streams), stop_when)
         built.on_poll = on_poll
         if coordinators is not None:
             coordinators.append(built)
@@ -281,18 +291,3 @@ def delivered(sinks: Iterable[MemorySink]) -> tuple[dict[str, FinishedSession], 
 def letters(sinks: Iterable[MemorySink]) -> set[tuple[str, int, str]]:
     """(stream, offset, reason) of every dead letter delivered."""
     return {(d.stream, d.offset, d.reason) for s in sinks for d in s.dead_letters}
-
-
-__all__ = [
-    "APP",
-    "DeadLetter",
-    "FakeCoordinator",
-    "FakeLog",
-    "FakeRecord",
-    "FlakySink",
-    "delivered",
-    "letters",
-    "node_config",
-    "parts",
-    "traffic_log",
-]

@@ -1,6 +1,6 @@
-"""Processors used only by the tests (imported by node processes through PYTHONPATH).
+"""Processors used only by the tests (node processes import them by module name).
 
-Node processes load them as `tests.integration.processors:NAME`.  Each is a
+Node processes load them as `framework.testing.processors:NAME`.  Each is a
 `WebSessions` with one deliberate fault; the helpers (`unsendable_kind`, the
 marker paths, the gate) are shared with the tests that check the outcome.
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from sessionizer.examples.weblog import WebSessions
+from sessionizer.examples.weblog import Visit, WebSessions
 
 __all__ = [
     "GATE_ENV",
@@ -47,7 +47,7 @@ class FragileWebSessions(WebSessions):
     def update(self, session: Any, fragment: Mapping[str, Any]) -> Any | None:
         """Fail on purpose for the poison path."""
         if fragment.get("path") == "/poison":
-            raise ValueError("poison fragment")
+            raise ValueError("poison fragment")  # a user's bug, as a user's code raises it
         return super().update(session, fragment)
 
 
@@ -65,7 +65,8 @@ def unsendable_kind(key: str) -> Unsendable | None:
     """Which keys' sessions `UnsendableWebSessions` makes unsendable (about 1 in 97 each)."""
     digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     bucket = int.from_bytes(digest, "big") % 97
-    return {0: "too-large", 1: "unencodable"}.get(bucket)
+    kinds: dict[int, Unsendable] = {0: "too-large", 1: "unencodable"}
+    return kinds.get(bucket)
 
 
 class UnsendableWebSessions(WebSessions):
@@ -76,7 +77,7 @@ class UnsendableWebSessions(WebSessions):
     (`{200: 3, "x": 1}`), which JSON with sorted keys cannot encode.
     """
 
-    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+    def close(self, key: str, session: Visit) -> dict[str, Any]:
         """The visit, made unsendable for the chosen keys."""
         result: dict[Any, Any] = super().close(key, session)
         kind = unsendable_kind(key)
@@ -125,7 +126,7 @@ class GatedWebSessions(WebSessions):
     bounded (60 s) and changes no result: the hooks stay deterministic.
     """
 
-    def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
+    def close(self, key: str, session: Visit) -> dict[str, Any]:
         """Wait at the gate (if any), then return the visit."""
         gate = os.environ.get(GATE_ENV)
         if gate and Path(gate).exists():

@@ -1,6 +1,6 @@
 """The `sessionizer` command lines deploy/ runs, with their environment, and their drift check.
 
-Shared by `test_deploy_cli_drift.py` and `test_deploy_manifests.py`. The Kubernetes
+Shared by `tests/unit/test_deploy_cli_drift.py` and `test_deploy_manifests.py`. The Kubernetes
 objects are the kustomization as `kubectl kustomize` renders it (or, without
 kubectl, `render_in_python`: resources, namespace, images and the secret generator);
 the Compose services come from `compose.yaml`; the image's own commands from
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs in the dev environment
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -259,7 +259,7 @@ def variables_read(parser: argparse.ArgumentParser) -> set[str]:
 def cli_problems(invocation: Invocation, parser: argparse.ArgumentParser) -> list[str]:
     """What in this command line or its variables the CLI does not have (empty: nothing)."""
     where, problems = invocation.where, []
-    leaf, path = parser, []
+    leaf, path = parser, list[str]()
     for token in invocation.argv:
         sub = subcommands(leaf).get(token)
         if sub is not None:

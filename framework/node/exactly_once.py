@@ -1,0 +1,132 @@
+"""The real parts of an exactly-once node: its transactional producers, state log and store.
+
+`connect_parts` (`framework.node.parts`) calls `exactly_once_parts` for
+`--delivery exactly-once` (docs/exactly-once.md): a `StreamTransactions` over
+the client choice's transactional producers (also the sink's producer), the
+`read_committed` reader of `<app>.state`, and the `LogStateStore` over both and
+ZooKeeper's records. The state topic is read once here: a missing topic stops
+the node before it joins.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, Final
+
+from framework.kafka.transactional import (
+    TransactionalProducer,
+    open_committed_log,
+    open_transactional_producer,
+)
+from framework.node.config import NodeConfig
+from framework.node.transactions import StreamTransactions
+from router.naming import deadletter_topic, sessions_topic
+from router.provisioning import state_topic
+from sessionizer.kafka_sink import KafkaSink
+from state.log_store import LogStateStore
+from state.record import DEFAULT_LIMIT_BYTES
+from state.store import FencedStateStore
+
+__all__ = ["ExactlyOnceParts", "exactly_once_parts"]
+
+_LINGER_MS: Final = 20
+
+
+@dataclass(frozen=True)
+class ExactlyOnceParts:
+    """The sink, store and transactions of an exactly-once node."""
+
+    sink: KafkaSink
+    store: LogStateStore
+    transactions: StreamTransactions
+
+
+def exactly_once_parts(
+    config: NodeConfig, client_id: str, hints: FencedStateStore, stack: ExitStack
+) -> ExactlyOnceParts:
+    """Open the state log (read to its end once), the transactions and the sink over them."""
+    connection = config.connection
+    app = connection.app
+    timeout = config.delivery_timeout
+    state_log = open_committed_log(
+        connection.kafka_client,
+        connection.bootstrap,
+        state_topic(app),
+        client_id=client_id,
+        properties=connection.kafka_config,
+    )
+    stack.callback(state_log.close)
+    state_log.latest(b"", timeout)  # ClientError if the topic is missing: run `provision`
+    transactions = StreamTransactions(
+        lambda tid: _producer(config, f"{client_id}-txn", tid),
+        app=app,
+        state_topic=state_topic(app),
+        timeout=timeout,
+    )
+    stack.callback(transactions.close)
+    store = LogStateStore(
+        hints,
+        state_log,
+        before_read=transactions.open,
+        prepare=transactions.open_many,
+        timeout=timeout,
+    )
+    sink = KafkaSink(
+        transactions,
+        sessions_topic(app),
+        deadletter_topic(app),
+        delivery_timeout=timeout,
+        max_message_bytes=config.max_message_bytes,
+    )
+    return ExactlyOnceParts(sink, store, transactions)
+
+
+def _producer(config: NodeConfig, client_id: str, transactional_id: str) -> TransactionalProducer:
+    """One stream's transactional producer: the sink's settings, plus the transactional id."""
+    connection = config.connection
+    timeout_ms = int(config.delivery_timeout * 1000)
+    largest = max(config.max_message_bytes, DEFAULT_LIMIT_BYTES) + 64 * 1024
+    user = dict(connection.kafka_config)
+
+    def kafka_python() -> dict[str, Any]:
+        from framework.kafka.kafka_python import OnePartitionFirst, producer_settings
+
+        return {
+            "bootstrap_servers": connection.bootstrap,
+            "client_id": client_id,
+            "acks": "all",
+            "enable_idempotence": True,
+            "linger_ms": _LINGER_MS,
+            "compression_type": "lz4",
+            "delivery_timeout_ms": timeout_ms,
+            "request_timeout_ms": max(1000, timeout_ms // 2),
+            "max_block_ms": timeout_ms,
+            "max_request_size": largest,
+            "partitioner": OnePartitionFirst(),
+            **producer_settings(user),
+        }
+
+    confluent = {
+        "bootstrap.servers": connection.bootstrap,
+        "client.id": client_id,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": _LINGER_MS,
+        "compression.type": "lz4",
+        "delivery.timeout.ms": timeout_ms,
+        "message.max.bytes": largest,
+        **user,
+    }
+    return open_transactional_producer(
+        connection.kafka_client,
+        transactional_id,
+        kafka_python=kafka_python() if _kafka_python(connection.kafka_client) else {},
+        confluent=confluent,
+    )
+
+
+def _kafka_python(client: str) -> bool:
+    from framework.kernel.transport import resolve_transport
+
+    return resolve_transport(client) != "confluent"

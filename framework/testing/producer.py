@@ -1,0 +1,42 @@
+"""A producer transport in memory, for the tests of `router.producer.StreamProducer`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RecordingTransport"]
+
+
+@dataclass
+class RecordingTransport:
+    """Records what `StreamProducer` sends; fails the records it is told to."""
+
+    records: list[tuple[int, bytes | None, bytes, int, object]] = field(default_factory=list)
+    fail_streams: set[int] = field(default_factory=set)
+    prepared: list[bool] = field(default_factory=list)
+    closed: bool = False
+    _failed: list[str] = field(default_factory=list)
+    _fragments_failed: int = 0
+
+    def prepare(self, *, verify: bool) -> None:
+        """Remember the call."""
+        self.prepared.append(verify)
+
+    def send(
+        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
+    ) -> None:
+        """Record the send; fail it at the next flush if its stream is told to fail."""
+        self.records.append((stream, key, value, timestamp_ms, headers))
+        if stream in self.fail_streams:
+            self._failed.append(f"stream {stream}: broker said no")
+            self._fragments_failed += key is not None
+
+    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
+        """The fragments and the failures since the last flush."""
+        failed, self._failed = self._failed, []
+        fragments, self._fragments_failed = self._fragments_failed, 0
+        return fragments, failed
+
+    def close(self, timeout: float | None = None) -> None:
+        """Remember the close."""
+        self.closed = True

@@ -1,0 +1,227 @@
+"""Exactly-once output under faults: `kill -9`, a SIGSTOP'd zombie, a broker restart (issue 22).
+
+The real Apache log through 3 nodes with `--delivery exactly-once`, per Kafka
+client.  A `read_committed` reader of `<app>.sessions` must find every session
+of the batch definition exactly once: no de-duplication by `session_id`, 0
+duplicates, 0 lost.  The zombie (SIGSTOPped until the others took its streams,
+then woken while its transaction is open) must have its late transaction fenced
+or aborted, and say so in its log (docs/exactly-once.md's events).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from framework.cluster import LocalCluster
+from framework.kafka.consumer import assigned_consumer, partition_zero
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import zookeeper_client
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.testing.cli import DATA
+from framework.testing.members import balanced, claims_by_owner, wait_for
+from framework.testing.nodes import (
+    STORY_EVENTS,
+    NodeGroup,
+    answering,
+    node_story,
+    settled,
+    streams_of,
+)
+from framework.testing.traffic import SteadyTraffic
+from framework.verify import expected_sessions, verify_sessions
+from router.formats import parse_file
+from router.fragment import ParsedFragment
+from router.hashing import stream_for_key
+from router.ingest import produce_fragments
+from router.naming import sessions_topic
+from router.producer import ProducerConfig, StreamProducer
+from router.readback import read_topics
+from sessionizer.examples.weblog import WebSessions
+
+# Opt-in (`-m exactly_once_faults`) while issue 22 is open: around a broker restart a
+# node can still lose (an aborted transaction's sessions not re-sent) or repeat (a commit
+# that timed out but landed, then rewound) sessions; docs/exactly-once.md, "Known gaps".
+pytestmark = [pytest.mark.integration, pytest.mark.exactly_once_faults]
+
+WEBLOG = "sessionizer.examples.weblog:WebSessions"
+STREAMS = 16
+SESSION_TIMEOUT = 4.0
+ZOMBIE_RATE = 500.0  # fragments/s while the zombie sleeps: its streams always have output
+FENCED = ("producer_fenced", "transaction_aborted")
+"""What a node logs when Kafka refuses or aborts its transaction (docs/exactly-once.md)."""
+EVENTS = STORY_EVENTS | set(FENCED) | {"streams_rewound", "transaction_broken"}
+"""What the failure report shows of each node's log."""
+
+
+def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
+    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, STREAMS)) as producer:
+        produce_fragments(producer, fragments)
+
+
+def _fenced_events(group: NodeGroup, node: str, since: float) -> list[dict[str, object]]:
+    events = [e for name in FENCED for e in group.nodes[node].events(name)]
+    return [e for e in events if _at(e) >= since]
+
+
+def _resumed(group: NodeGroup, nodes: list[str], since: float) -> set[str]:
+    """The streams `nodes` resumed (took, state read, producer initialised) since `since`."""
+    events = [e for n in nodes for e in group.nodes[n].events("stream_resumed")]
+    return {str(e["stream"]) for e in events if _at(e) >= since}
+
+
+def _at(event: dict[str, object]) -> float:
+    return datetime.fromisoformat(str(event["timestamp"])).timestamp()
+
+
+def _until_settled(
+    group: NodeGroup, zk: KazooClient, nodes: list[str], what: str, timeout: float = 180
+) -> None:
+    """Balanced among `nodes` and caught up; fails at once if one of them died."""
+    streams = streams_of(group.connection.app, STREAMS)
+    wait_for(
+        answering(group, lambda: settled(zk, group.connection, nodes, streams), live=lambda: nodes),
+        timeout,
+        what,
+    )
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_every_session_once_after_kill_9_a_zombie_and_a_broker_restart(
+    local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, client: str
+) -> None:
+    cluster = local_cluster(zookeepers=1, brokers=1)
+    connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, app)
+    provision_streams(connection, STREAMS)
+    fragments = parse_file(DATA / "apache_logs", "apache")
+    cuts = [0, *(len(fragments) * p // 100 for p in (25, 45, 65)), len(fragments)]
+    first, killed, restarted, zombie_part = (fragments[a:b] for a, b in pairwise(cuts))
+    # A 3 s interval keeps each stream's output of the last seconds in an open transaction:
+    # the kill -9 and the zombie then always leave one behind.
+    flags = ("--delivery", "exactly-once", "--kafka-client", client, "--commit-interval", "3")
+    members = ["n1", "n3", "n4"]
+    with (
+        NodeGroup(connection, tmp_path, WEBLOG, session_timeout=SESSION_TIMEOUT) as group,
+        zookeeper_client(cluster.zk_connect) as zk,
+    ):
+        try:
+            for node in ("n1", "n2", "n3"):
+                group.start(node, *flags)
+            _produce(connection, first)
+            _until_settled(group, zk, ["n1", "n2", "n3"], "3 exactly-once nodes to catch up")
+
+            _produce(connection, killed)  # n2's latest output is in an open transaction
+            group.nodes["n2"].send(signal.SIGKILL)
+            group.nodes["n2"].wait(timeout=30)
+            group.start("n4", *flags)
+            _until_settled(group, zk, members, "the takeover after kill -9")
+
+            _produce(connection, restarted)
+            cluster.restart("kafka1")  # mid-transaction: commits retry, or abort and rewind
+            _until_settled(group, zk, members, "recovery from the broker restart")
+
+            traffic = SteadyTraffic(connection, STREAMS, zombie_part, ZOMBIE_RATE)
+            with traffic.running():  # ends with the end-of-input watermark
+                wait_for(lambda: traffic.sent >= len(zombie_part) // 4, 60, "traffic to flow")
+                # The busiest node: with output on its streams, transactions are open.
+                owners = claims_by_owner(zk, connection.paths)
+                name = max(members, key=lambda n: len(owners.get(n, ())))
+                zombie, owned, stopped = group.nodes[name], owners.get(name, set()), time.time()
+                zombie.send(signal.SIGSTOP)
+                others = [n for n in members if n != name]
+                # Resumed by their new owners: their init_transactions has fenced the zombie.
+                wait_for(
+                    answering(
+                        group,
+                        lambda: (
+                            _resumed(group, others, stopped) >= owned
+                            and balanced(zk, connection.paths, others, STREAMS)
+                        ),
+                        live=lambda: others,
+                    ),
+                    120,
+                    f"{others} to take and resume the zombie's streams {sorted(owned)}",
+                )
+                woke = time.time()
+                zombie.send(signal.SIGCONT)  # wakes believing it owns them, transaction open
+                wait_for(
+                    lambda: _fenced_events(group, name, woke - 1),
+                    60,
+                    f"the zombie to log one of {FENCED}",
+                )
+            _until_settled(group, zk, members, "every stream caught up, the zombie back")
+            # Read while the nodes run: killing them at the end may leave transactions open.
+            written = read_sessions(connection.bootstrap, app, deduplicate=False)
+        except BaseException:
+            print(f"node events:\n{node_story(group, EVENTS)}")
+            raise
+        late = _fenced_events(group, name, woke - 1)
+        result = verify_sessions(
+            written, expected_sessions(fragments, WebSessions()), len(fragments)
+        )
+        print(f"\nexactly-once ({client}): {result.line()}; zombie: {[e['event'] for e in late]}")
+        if result.lost or result.extra or result.duplicates:
+            lost = _lost_by_stream(written, fragments)
+            print(f"lost sessions by stream: {lost}\n{_diagnosis(connection)}")
+            print(f"node events:\n{node_story(group, EVENTS)}")
+    assert late, "the zombie's late transaction was neither fenced nor aborted"
+    assert result.lost == 0 and result.extra == 0, result
+    assert result.duplicates == 0, result  # exactly once, with no de-duplication
+
+
+def _lost_by_stream(written: list[dict[str, Any]], fragments: list[ParsedFragment]) -> str:
+    """How many sessions of the batch definition each stream is missing."""
+    found = Counter((s["key"], s["first_ts"], s["last_ts"], s["fragments"]) for s in written)
+    missing = expected_sessions(fragments, WebSessions()) - found
+    counts = Counter(stream_for_key(key, STREAMS) for key, *_ in missing.elements())
+    return ", ".join(f"{stream}: {n}" for stream, n in sorted(counts.items()))
+
+
+def _diagnosis(connection: ConnectionConfig) -> str:
+    """Where the sessions topic stands, and when each copy of a few duplicates was written."""
+    topic = sessions_topic(connection.app)
+    committed = read_topics(connection.bootstrap, [topic])[topic]
+    everything = read_topics(connection.bootstrap, [topic], isolation_level="read_uncommitted")
+    ends = {}
+    for level in ("read_committed", "read_uncommitted"):
+        reader = assigned_consumer(connection.bootstrap, "diagnosis", isolation_level=level)
+        try:
+            partition = partition_zero(topic)
+            ends[level] = reader.end_offsets([partition])[partition]
+        finally:
+            reader.close()
+    copies: dict[str, list[Any]] = {}
+    for record in committed:
+        copies.setdefault(json.loads(record.value)["session_id"], []).append(record)
+    lines = [
+        f"{topic}: last stable offset {ends['read_committed']}, end {ends['read_uncommitted']}; "
+        f"{len(committed)} committed records, {len(everything[topic])} in the log"
+    ]
+    kept = {r.offset for r in committed}
+    aborted = [r for r in everything[topic] if r.offset not in kept]
+    if aborted:
+        lost = {json.loads(r.value)["session_id"] for r in aborted} - set(copies)
+        lines.append(
+            f"{len(aborted)} aborted records ({len(lost)} of their sessions never committed), "
+            f"written {_clock(min(r.timestamp for r in aborted))}"
+            f"-{_clock(max(r.timestamp for r in aborted))}"
+        )
+    for session_id, records in [(k, v) for k, v in copies.items() if len(v) > 1][:5]:
+        written_at = ", ".join(f"offset {r.offset} at {_clock(r.timestamp)}" for r in records)
+        lines.append(f"duplicate {session_id}: {written_at}")
+    return "\n".join(lines)
+
+
+def _clock(timestamp_ms: int) -> str:
+    return f"{datetime.fromtimestamp(timestamp_ms / 1000, UTC):%H:%M:%S.%f}"

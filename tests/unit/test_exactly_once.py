@@ -1,0 +1,319 @@
+"""Exactly-once: the checkpoint's transactions, their failure paths, and crashes anywhere.
+
+A real `Node` runs over in-memory parts and an in-process transactional Kafka
+(`framework.testing.exactly_once`): what a `read_committed` reader of the sessions topic
+sees must be the uninterrupted at-least-once run's sessions, each exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from framework.kafka.errors import ClientError
+from framework.node.errors import NodeCrashed
+from framework.node.node import Node
+from framework.node.transactions import StreamTransactions
+from framework.testing.exactly_once import (
+    DEADLETTER,
+    SESSIONS,
+    STATE,
+    Crash,
+    FakeKafka,
+    FakeProducer,
+    FakeStateLog,
+    run_exactly_once,
+    session_ids,
+)
+from framework.testkit.memory import (
+    FlushingSink,
+    LocalCoordinator,
+    MemoryLog,
+    memory_parts,
+    node_config,
+    traffic_log,
+)
+from router.generator import generate_fragments
+from sessionizer.examples.weblog import WebSessions
+from sessionizer.sinks import encode_session
+from state.errors import StateError
+from state.handover import HandoverStore, MemoryHandoverLog, MemoryPointers
+from state.log_store import LogStateStore
+from state.record import StreamState
+from state.store import FencedStateStore, VersionedMemory
+
+STREAMS = 4
+FRAGMENTS = list(generate_fragments(120, seed=7))
+
+
+def fresh_log() -> MemoryLog:
+    return MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+
+
+@pytest.fixture(scope="module")
+def expected() -> tuple[dict[bytes, bytes], int]:
+    """The sessions (id → JSON) and dead-letter count of an uninterrupted at-least-once run."""
+    sink, log = FlushingSink(), fresh_log()
+    parts = memory_parts(log, sink, VersionedMemory(), log.caught_up)
+    Node(node_config(), processor=WebSessions(), parts=parts).run()
+    sessions = {s.session_id.encode(): encode_session(s) for s in sink.durable.sessions}
+    assert len(sessions) == len(sink.durable.sessions) > 20
+    return sessions, len(sink.durable.dead_letters)
+
+
+def assert_exactly_once(kafka: FakeKafka, expected: tuple[dict[bytes, bytes], int]) -> None:
+    """The committed sessions are the expected ones, each once; so are the dead letters."""
+    sessions, dead_letters = expected
+    committed = kafka.records(SESSIONS)
+    twice = {key: n for key, n in session_ids(committed).items() if n > 1}
+    assert not twice, f"sessions committed more than once: {twice}"
+    assert dict(committed) == sessions
+    assert len(kafka.records(DEADLETTER)) == dead_letters
+
+
+def transactions_of(kafka: FakeKafka, tid: str) -> list[list[str]]:
+    """One producer's events, cut into transactions (begin .. commit/abort)."""
+    found: list[list[str]] = []
+    for event in kafka.events:
+        what, _, rest = event.rpartition(" ")
+        if rest != tid:
+            continue
+        if what == "begin":
+            found.append([])
+        if found and what not in ("init", "begin", "hint"):
+            found[-1].append(what)
+    return found
+
+
+def test_each_transaction_sends_output_then_the_state_record_then_commits_then_the_hint(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+    for stream in fresh_log().streams:
+        tid = f"test.{stream}"
+        txns = transactions_of(kafka, tid)
+        assert txns, f"{stream}: no transaction"
+        for txn in txns:
+            *sends, state, end = txn
+            assert end == "commit" and state == f"send {STATE}"
+            assert set(sends) <= {f"send {SESSIONS}", f"send {DEADLETTER}"}
+        # Each hint of the stream comes after a commit of it, never before the first.
+        events = [e for e in kafka.events if e.endswith(tid) and e.split()[0] in ("commit", "hint")]
+        assert events[0].startswith("commit")
+        assert events.count(f"hint {tid}") == events.count(f"commit {tid}")
+
+
+def test_an_aborted_commit_rewinds_its_stream_and_nothing_is_committed_twice(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    kafka.fail = lambda tid, n: "abort" if n in (3, 7, 8) else None
+    node = run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+    assert node.stats.rewinds >= 3
+    assert sum(e.startswith("abort ") for e in kafka.events) >= 3
+
+
+def test_a_retriable_commit_is_retried_and_commits_without_an_abort(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    kafka.fail = lambda tid, n: "retry" if n in (2, 3, 9) else None
+    node = run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+    assert node.stats.rewinds == 0
+    assert not any(e.startswith("abort ") for e in kafka.events)
+
+
+def test_a_commit_still_retriable_at_the_delivery_timeout_is_aborted_and_rewound(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    kafka.fail = lambda tid, n: "retry" if 2 <= n <= 40 else None  # longer than 0.3 s of retries
+    node = run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+    assert node.stats.rewinds >= 1
+
+
+def test_a_fenced_producer_drops_its_stream_commits_nothing_and_the_next_owner_resumes(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    victim = f"test.{sorted(fresh_log().streams)[1]}"
+    kafka.fail = lambda tid, n: "fenced" if tid == victim and n > 4 else None
+    built: list[LocalCoordinator] = []
+    run_exactly_once(kafka, fresh_log(), memory, coordinators=built)
+    assert built[0].fenced == [victim.removeprefix("test.")]
+    hints = [e for e in kafka.events if e == f"hint {victim}"]
+    commits = [e for e in kafka.events if e == f"commit {victim}"]
+    assert len(hints) == len(commits)  # nothing was written for the fenced transaction
+    kafka.fail = lambda tid, n: None
+    run_exactly_once(kafka, fresh_log(), memory)  # the next owner of every stream
+    assert_exactly_once(kafka, expected)
+
+
+def test_a_planned_stop_hands_over_at_the_committed_state_and_the_next_owner_agrees(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    store = HandoverStore(MemoryHandoverLog(), MemoryPointers())
+    polls = [0]
+
+    def six_polls() -> bool:
+        polls[0] += 1
+        return polls[0] >= 6
+
+    first = run_exactly_once(kafka, fresh_log(), memory, until=six_polls, handover=store)
+    assert first.handover.counts["written"] >= 1, "nothing was open at the stop: no test"
+    second = run_exactly_once(kafka, fresh_log(), memory, handover=store)
+    # The pointer names the epoch and offset of the state the log holds: every one is used.
+    assert second.handover.counts["used"] == first.handover.counts["written"]
+    assert_exactly_once(kafka, expected)
+
+
+def test_streams_lost_while_paused_abort_their_open_transactions_and_say_so(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    polls = [0]
+
+    def pause_then_stop(coordinator: LocalCoordinator) -> None:
+        polls[0] += 1
+        if polls[0] == 8:  # output in open transactions: the interval is long
+            coordinator.paused = True
+
+    with capture_logs() as logs:
+        run_exactly_once(
+            kafka,
+            fresh_log(),
+            memory,
+            until=lambda: polls[0] >= 8,
+            on_poll=pause_then_stop,
+            commit_interval=60.0,
+        )
+    aborted = [e for e in logs if e["event"] == "transaction_aborted"]
+    assert aborted, "no open transaction was lost: no test"
+    assert kafka.records(SESSIONS) == [] and kafka.records(STATE) == []
+    run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+
+
+def test_a_zombie_is_fenced_by_the_new_owners_init_whatever_zookeeper_says() -> None:
+    kafka = FakeKafka()
+    old, new = (
+        StreamTransactions(lambda t: FakeProducer(kafka, t), app="a", state_topic=STATE, timeout=1)
+        for _ in range(2)
+    )
+    old.open("s")
+    old.send(SESSIONS, b"k", b"v", token=_Item("s"))
+    new.open("s")  # init_transactions: the zombie's open transaction is gone
+    outcome = old.commit_many({"s": b"state"})["s"]
+    assert outcome.result == "fenced"
+    assert kafka.records(SESSIONS) == [] and kafka.records(STATE) == []
+    assert new.commit_many({"s": b"state"})["s"].result == "committed"
+    assert kafka.records(STATE) == [(b"s", b"state")]
+
+
+class _Item:
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+
+
+def test_a_take_fences_the_earlier_owner_before_it_reads_the_state() -> None:
+    order: list[str] = []
+    kafka, memory = FakeKafka(), VersionedMemory()
+
+    class Log(FakeStateLog):
+        def latest(self, key: bytes, timeout: float) -> bytes | None:
+            order.append("read")
+            return super().latest(key, timeout)
+
+    store = LogStateStore(
+        FencedStateStore(memory), Log(kafka), before_read=lambda s: order.append("fence"), timeout=1
+    )
+    store.load("s", memory.take("s"))
+    assert order == ["fence", "read"]
+
+
+def test_the_newest_committed_record_wins_unless_zookeeper_has_a_later_owners() -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    hints = FencedStateStore(memory)
+    epoch = memory.take("s")
+    hints.load("s", epoch)
+    hints.commit("s", StreamState("s", epoch=epoch, safe_offset=5, committed_offset=5))
+    logged = StreamState("s", epoch=epoch, safe_offset=9, committed_offset=9)
+    kafka.committed[STATE] = [(b"s", logged.encode())]  # the hint's write was lost in a crash
+
+    def store() -> LogStateStore:
+        hints, log = FencedStateStore(memory), FakeStateLog(kafka)
+        return LogStateStore(hints, log, before_read=lambda stream: None, timeout=1)
+
+    assert store().load("s", memory.take("s")).committed_offset == 9
+    # The lagging hint caught up at the take: `status` (and an idle stream) show the truth.
+    assert StreamState.decode(memory.read("s")[0], stream="s").committed_offset == 9
+    # `streams reset` writes ZooKeeper at the version it bumps to: a later owner than the log's.
+    version = memory.take("s")
+    data = StreamState("s", epoch=version + 1, safe_offset=2, committed_offset=2).encode()
+    memory.write("s", data, version)
+    assert store().load("s", memory.take("s")).committed_offset == 2
+
+
+def test_a_failed_init_fails_the_take_as_an_unreadable_state() -> None:
+    memory = VersionedMemory()
+
+    def refuse(stream: str) -> None:
+        raise ClientError("init_transactions timed out")
+
+    store = LogStateStore(
+        FencedStateStore(memory), FakeStateLog(FakeKafka()), before_read=refuse, timeout=1
+    )
+    with pytest.raises(StateError, match="init_transactions"):
+        store.load("s", memory.take("s"))
+    assert store.version("s") is None
+
+
+CrashPlan = tuple[str, int]
+
+
+def crash_plans() -> st.SearchStrategy[CrashPlan]:
+    """Where the first node dies: at a poll, or at a commit (before or after it lands)."""
+    return st.tuples(st.sampled_from(["poll", "crash-before", "crash-after"]), st.integers(1, 60))
+
+
+@settings(max_examples=20, deadline=None)
+@given(plans=st.lists(crash_plans(), min_size=1, max_size=3))
+def test_crashes_anywhere_leave_every_session_committed_exactly_once(
+    plans: list[CrashPlan], expected: tuple[dict[bytes, bytes], int]
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    for where, at in plans:  # each node dies somewhere; the next takes every stream over
+        kafka.fail = _commit_fault(where, kafka.commits + at)
+        with contextlib.suppress(Crash, NodeCrashed):
+            run_exactly_once(kafka, fresh_log(), memory, on_poll=_die_at_poll(where, at))
+    kafka.fail = lambda tid, n: None
+    run_exactly_once(kafka, fresh_log(), memory)
+    assert_exactly_once(kafka, expected)
+
+
+def _die_at_poll(where: str, at: int) -> Callable[[LocalCoordinator], None]:
+    polls = [0]
+
+    def poll(_: LocalCoordinator) -> None:
+        polls[0] += 1
+        if where == "poll" and polls[0] == at:
+            raise Crash(f"poll {at}")
+
+    return poll
+
+
+def _commit_fault(where: str, at: int) -> Callable[[str, int], str | None]:
+    if where == "poll":
+        return lambda tid, n: None
+    return lambda tid, n: where if n == at else None

@@ -1,0 +1,172 @@
+"""The client layer maps both clients' exceptions to the project's in one place (errors.py).
+
+Also the kafka-python producer's failure report: each send's future is kept and
+checked at `flush` (no errback per send), failures carry their token and say
+which ones are permanent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError as ConfluentKafkaError
+from confluent_kafka import KafkaException
+from kafka import TopicPartition
+from kafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    TopicAlreadyExistsError,
+)
+from kafka.future import Future
+
+import framework.kafka.kafka_python as kafka_python
+from framework.kafka.errors import (
+    CLIENT,
+    CONFLUENT,
+    FLUSHING,
+    SENDING,
+    ClientError,
+    ClientTimeout,
+    FlushIncomplete,
+    PositionOutside,
+    RecordTooLarge,
+    SendFailed,
+    TopicExists,
+    confluent_error,
+    kafka_python_error,
+)
+
+
+def _raised(context: Any, exc: BaseException) -> BaseException:
+    with pytest.raises(BaseException) as caught, context:
+        raise exc
+    return caught.value
+
+
+def test_kafka_python_errors_become_the_projects_with_the_original_as_cause() -> None:
+    original = KafkaConnectionError("no broker at k:1")
+    mapped = _raised(CLIENT, original)
+    assert type(mapped) is ClientError
+    assert mapped.__cause__ is original
+    assert str(mapped) == str(original) and mapped.detail == repr(original)
+
+
+@pytest.mark.parametrize(
+    ("context", "raised", "expected"),
+    [
+        (SENDING, MessageSizeTooLargeError("big"), RecordTooLarge),
+        (SENDING, RecordListTooLargeError("big"), RecordTooLarge),
+        (SENDING, KafkaTimeoutError("no metadata"), SendFailed),
+        (FLUSHING, KafkaTimeoutError("in flight"), FlushIncomplete),
+        (CLIENT, KafkaTimeoutError("slow"), ClientTimeout),
+        (CLIENT, TopicAlreadyExistsError("there"), TopicExists),
+        (CLIENT, KafkaConnectionError("refused"), ClientError),
+    ],
+)
+def test_each_kafka_python_error_has_its_class(
+    context: Any, raised: BaseException, expected: type[ClientError]
+) -> None:
+    assert type(_raised(context, raised)) is expected
+
+
+def test_an_out_of_range_position_names_its_topics() -> None:
+    raised = OffsetOutOfRangeError({TopicPartition("a.stream.0001", 0): 7})
+    mapped = _raised(CLIENT, raised)
+    assert isinstance(mapped, PositionOutside)
+    assert mapped.positions == {"a.stream.0001": 7}
+    unnamed = _raised(CLIENT, OffsetOutOfRangeError("somewhere"))
+    assert isinstance(unnamed, PositionOutside) and unnamed.positions == {}
+
+
+def test_other_exceptions_pass_through_unchanged() -> None:
+    for context in (CLIENT, SENDING, FLUSHING, CONFLUENT):
+        original = KeyError("a bug of ours, or the client's own lookup")
+        assert _raised(context, original) is original
+    assert kafka_python_error(ValueError("x")) is None
+    assert confluent_error(ValueError("x")) is None
+
+
+def test_confluent_errors_become_the_projects() -> None:
+    too_large = KafkaException(ConfluentKafkaError(ConfluentKafkaError.MSG_SIZE_TOO_LARGE))
+    assert type(_raised(CONFLUENT, too_large)) is RecordTooLarge
+    exists = KafkaException(ConfluentKafkaError(ConfluentKafkaError.TOPIC_ALREADY_EXISTS))
+    assert type(_raised(CONFLUENT, exists)) is TopicExists
+    timed_out = KafkaException(ConfluentKafkaError(ConfluentKafkaError._TIMED_OUT))
+    assert type(_raised(CONFLUENT, timed_out)) is ClientTimeout
+    assert type(_raised(CONFLUENT, BufferError("Local: Queue full"))) is SendFailed
+    other = KafkaException(ConfluentKafkaError(ConfluentKafkaError._TRANSPORT))
+    assert type(_raised(CONFLUENT, other)) is ClientError
+
+
+class _FakeProducer:
+    """`KafkaProducer`'s send/flush: futures settled by the test, flush may time out."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.futures: list[Future] = []
+        self.flush_error: BaseException | None = None
+        self.refuse: BaseException | None = None
+
+    def send(self, topic: str, **fields: Any) -> Future:
+        if self.refuse is not None:
+            raise self.refuse
+        self.futures.append(Future())
+        return self.futures[-1]
+
+    def flush(self, timeout: float | None = None) -> None:
+        if self.flush_error is not None:
+            raise self.flush_error
+
+
+@pytest.fixture
+def producer(monkeypatch: pytest.MonkeyPatch) -> kafka_python.KafkaPythonProducer:
+    monkeypatch.setattr(kafka_python, "KafkaProducer", _FakeProducer)
+    return kafka_python.KafkaPythonProducer({})
+
+
+def test_flush_reports_each_failed_send_once_with_its_token(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    for token in ("ok", "big", "lost"):
+        producer.send("app.sessions", token.encode(), b"v", token=token)
+    ok, big, lost = fake.futures
+    ok.success(None)
+    big.failure(MessageSizeTooLargeError("too big"))
+    lost.failure(KafkaTimeoutError("expired"))
+    failures = producer.flush(1.0)
+    assert [(f.token, f.too_large, f.key) for f in failures] == [
+        ("big", True, b"big"),
+        ("lost", False, b"lost"),
+    ]
+    assert failures[1].detail == repr(lost.exception)
+    assert producer.flush(1.0) == []  # reported once
+
+
+def test_a_flush_that_times_out_raises_and_forgets_the_sends(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    producer.send("app.sessions", b"k", b"v", token=1)
+    fake.futures[0].failure(KafkaTimeoutError("expired"))
+    fake.flush_error = KafkaTimeoutError("Timeout waiting for future")
+    with pytest.raises(FlushIncomplete):
+        producer.flush(0.1)
+    fake.flush_error = None
+    assert producer.flush(1.0) == []  # replayed by the caller's rewind, not reported again
+
+
+def test_a_refused_send_raises_the_projects_class(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    fake.refuse = MessageSizeTooLargeError("over max_request_size")
+    with pytest.raises(RecordTooLarge):
+        producer.send("app.sessions", b"k", b"v")
+    fake.refuse = KafkaTimeoutError("no metadata within max_block_ms")
+    with pytest.raises(SendFailed) as caught:
+        producer.send("app.sessions", b"k", b"v")
+    assert type(caught.value) is SendFailed
