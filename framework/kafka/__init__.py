@@ -3,8 +3,8 @@
 It imports only `framework.kernel` (and the two client libraries), and every
 layer may import it. `open_producer`, `open_reader`, `open_keyed_log`,
 `open_transactional_producer` and `open_committed_log` (exactly-once) choose the
-client; the errors of both clients are mapped to `framework.kafka.errors` here
-(kafka-python's admin and whole-topic readers: `framework.kafka.admin`).
+client; the errors of both clients are mapped to the project's exceptions in one
+module, `framework.kafka.errors`.
 """
 
 from framework.kafka.errors import ClientError, FlushIncomplete, RecordTooLarge, SendFailed

@@ -37,6 +37,7 @@ class KafkaPythonTransactional:
         self.transactional_id = transactional_id
         self._open = False
         self._pending: Any = None  # the commit or abort result still awaited
+        self._pending_commit = False  # which of the two it is
         try:
             self._producer = KafkaProducer(**settings, transactional_id=transactional_id)
         except KafkaError as exc:
@@ -102,8 +103,14 @@ class KafkaPythonTransactional:
     def _end(self, commit: bool, timeout: float) -> None:
         doing = "commit_transaction" if commit else "abort_transaction"
         deadline = time.monotonic() + timeout
+        if self._pending is not None and self._pending_commit != commit:
+            # Waiting on the other one would report its end as this one's: an abort that
+            # found a commit in flight would "succeed" when the commit landed.
+            other = "commit_transaction" if self._pending_commit else "abort_transaction"
+            raise ClientError(f"{self.transactional_id}: {doing}: {other} still in flight")
         try:
             if self._pending is None:
+                self._pending_commit = commit
                 if commit:
                     self._producer.flush(timeout=timeout)
                 start = self._manager.begin_commit if commit else self._manager.begin_abort
@@ -178,6 +185,9 @@ class KafkaPythonCommittedLog:
                 for records in reader.poll(timeout_ms=_POLL_MS).values():
                     for record in records:
                         self._values[record.key] = record.value
+        except ClientError:  # `assigned_consumer`'s calls are mapped already
+            self.close()
+            raise
         except KafkaError as exc:
             self.close()
             raise ClientError(f"{self.topic}: unreadable ({exc!r})", repr(exc)) from exc

@@ -30,7 +30,10 @@ __all__ = ["CommitResult", "StreamTransactions", "TxnOutcome", "transactional_id
 
 CommitResult = Literal["committed", "aborted", "fenced", "broken"]
 """`aborted`: nothing of it is visible, rewind; `fenced`: another owner has the stream;
-`broken`: neither commit nor abort went through: the producer is closed, drop the stream."""
+`broken`: the transaction's end is not known (a commit with no answer by the delivery
+timeout may still have landed, and an abort after it proves nothing) or neither commit nor
+abort went through: the producer is closed and the stream dropped, so that its next owner
+reads what did commit from `<app>.state`; a rewind from memory could repeat it."""
 
 _MAX_WORKERS: Final = 32
 """Most commits (or inits) in flight at once: each is mostly a wait for its coordinator."""
@@ -170,11 +173,11 @@ class StreamTransactions:
                 try:
                     producer.commit(max(0.1, deadline - time.monotonic()))
                     return TxnOutcome("committed")
-                except TransactionRetriable:
+                except TransactionRetriable as exc:
                     # A broker restart or a coordinator move: the same commit, again, until
-                    # the delivery timeout.
+                    # the delivery timeout; then the outcome is unknown, never assumed aborted.
                     if time.monotonic() >= deadline:
-                        raise
+                        return TxnOutcome("broken", f"commit outcome unknown: {exc}")
                     time.sleep(_RETRY_PAUSE_S)
         except ProducerFenced as exc:
             return TxnOutcome("fenced", str(exc))

@@ -12,16 +12,18 @@ test are never seen by another.
 
 Test support lives in two packages. This one is the repository's own, for
 pytest: the fixtures (`fixtures`, registered by this package), `nodes` (node
-processes and the conditions tests wait for), `member` (a runnable balancer member, `python -m
-framework.testing.member`) and `members` (its processes), `processors` (the
-faulty processors node processes load by name), `cli` (the CLI in-process),
-`traffic`, `aggregate`, `engine_cases`, `producer`, `confluent` (a librdkafka
-consumer in memory), `metrics`, `deploy` and `docs` (the helpers several test
-modules share; no test module imports another). `framework.testkit` is for users
-and imports no pytest: a processor in-process, and a real `Node` over in-memory
+processes and the conditions tests wait for), `member` (a runnable balancer
+member, `python -m framework.testing.member`) and `members` (its processes),
+`processors` (the faulty processors node processes load by name), `cli` (the
+CLI in-process), `traffic`, `aggregate`, `engine_cases`, `producer`,
+`confluent` (a librdkafka consumer in memory), `exactly_once` (a transactional
+Kafka in memory), `handover_runs`, `engine_checks`, `offset_streams`,
+`settling`, `metrics`, `deploy` and `docs` (the helpers several test modules
+share; no test module imports another). `framework.testkit` is for users and
+imports no pytest: a processor in-process, and a real `Node` over in-memory
 parts (`framework.testkit.memory`). Both are leaves: nothing in the product
-imports them (a plain install has no pytest); what the demo shares with the tests
-lives in the product (`framework.processes`, `framework.local_nodes`).
+imports them (a plain install has no pytest); what the demo shares with the
+tests lives in the product (`framework.processes`, `framework.local_nodes`).
 
 This module imports nothing itself, so that the processes started from this
 package (`python -m framework.testing.member`, nodes loading `processors`) do

@@ -50,7 +50,10 @@ class FakeKafka:
     commits = 0
     fail: Callable[[str, int], str | None] = lambda tid, n: None
     """Told per commit (id, the cluster's commit count): None, `abort`, `retry`, `fenced`,
-    `crash-before` or `crash-after` (the commit lands, then the process dies)."""
+    `crash-before`, `crash-after` (the commit lands, then the process dies) or `lost-ack`
+    (a commit carrying output lands but its answer never comes: every later `commit` of it
+    times out, and an `abort` returns as if it had aborted, as kafka-python's wrapper did
+    when it waited on the pending commit)."""
 
     def records(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
         """What a `read_committed` reader of `topic` sees."""
@@ -66,6 +69,8 @@ class FakeProducer:
         self.epoch = -1
         self.pending: list[tuple[str, bytes | None, bytes | None]] | None = None
         self.closed = False
+        self.landed = False
+        """A `lost-ack` commit landed; this transaction's end is not known to the caller."""
 
     @property
     def in_transaction(self) -> bool:
@@ -107,6 +112,8 @@ class FakeProducer:
 
     def commit(self, timeout: float) -> None:
         self._check()
+        if self.landed:
+            raise TransactionRetriable("commit_transaction: no answer yet")
         assert self.pending is not None
         self.kafka.commits += 1
         fault = self.kafka.fail(self.transactional_id, self.kafka.commits)
@@ -121,6 +128,10 @@ class FakeProducer:
             self._check()
         for topic, key, value in self.pending:
             self.kafka.committed.setdefault(topic, []).append((key, value))
+        if fault == "lost-ack" and len(self.pending) > 1:  # output beside the state record
+            self.landed = True
+            self._note("commit")
+            raise TransactionRetriable("commit_transaction: timed out")
         self.pending = None
         self._note("commit")
         if fault == "crash-after":
@@ -129,6 +140,7 @@ class FakeProducer:
     def abort(self, timeout: float) -> None:
         self._check()
         self.pending = None
+        self.landed = False
         self._note("abort")
 
     def close(self, timeout: float) -> None:

@@ -17,6 +17,7 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.local_nodes import SESSIONIZER, NodeGroup, caught_up, settled, streams_of
@@ -100,7 +101,7 @@ def answering(
         assert not dead, f"node(s) exited on their own: {dead}"
         try:
             return condition()
-        except (KafkaError, KazooException):
+        except (ClientError, KafkaError, KazooException):  # the layer's, or a raw client's
             return False
 
     return check

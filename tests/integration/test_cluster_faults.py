@@ -67,7 +67,8 @@ def test_streams_create_works_with_one_zookeeper_server_down(
         "streams", "create", "--count", "8",
         zk=cluster.zk_connect, bootstrap=cluster.bootstrap, app=app,
     )  # fmt: skip
-    assert created == {"app": app, "streams": 8, "created": 11}  # + sessions, deadletter, handover
+    # + sessions, deadletter, handover, state
+    assert created == {"app": app, "streams": 8, "created": 12}
 
 
 def test_cluster_starts_on_new_ports_when_a_chosen_port_is_taken_before_it_binds(

@@ -26,7 +26,10 @@ def _leftovers(directory: Path) -> list[str]:
     return [line for line in out.splitlines() if str(directory) in line]
 
 
-@pytest.mark.parametrize("source", ["generated", "apache_logs"])
+# The generated variant is opt-in (`-m slow`): CI runs the default demo, the real log.
+@pytest.mark.parametrize(
+    "source", [pytest.param("generated", marks=pytest.mark.slow), "apache_logs"]
+)
 def test_demo_verifies_its_output_and_leaves_nothing_running(tmp_path: Path, source: str) -> None:
     args = ["--sessions", "400"]
     if source == "apache_logs":

@@ -78,6 +78,9 @@ def executor_log(work: Path, app_id: str) -> str:
     return "".join(path.read_text(errors="replace") for path in work.glob(f"{app_id}/*/stderr"))
 
 
+# Opt-in (`-m slow`, ~1.5 min): CI keeps the standalone cluster's start and stop below,
+# and the aggregation's figures in local mode (test_aggregate.py).
+@pytest.mark.slow
 def test_once_on_the_standalone_master_equals_local_and_uses_both_workers(
     standalone: SparkStandalone,
     zk_hosts: str,
