@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from framework.kernel.transport import resolve_transport
 
-__all__ = ["DeliveryFailure", "Headers", "RecordProducer", "open_producer"]
+__all__ = ["DeliveryFailure", "Headers", "RecordProducer", "RecordSender", "open_producer"]
 
 Headers = list[tuple[str, bytes]]
 
@@ -36,8 +36,8 @@ class DeliveryFailure:
     """What the caller sent it with (None: nothing)."""
 
 
-class RecordProducer(Protocol):
-    """What a writer needs from a Kafka client's producer."""
+class RecordSender(Protocol):
+    """The one call every producer of the layer shares, transactional or not."""
 
     def send(
         self,
@@ -50,7 +50,12 @@ class RecordProducer(Protocol):
         timestamp_ms: int | None = None,
         token: object = None,
     ) -> None:
-        """Queue one record; raise `SendFailed` (or `RecordTooLarge`) if it cannot be queued."""
+        """Queue one record; raise `SendFailed` (or `RecordTooLarge`) if it cannot be queued
+        (a transactional producer: in its open transaction, or `ProducerFenced`)."""
+
+
+class RecordProducer(RecordSender, Protocol):
+    """What a writer needs from a Kafka client's producer."""
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every queued record; return the failed deliveries since the last flush.

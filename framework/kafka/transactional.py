@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from framework.kafka.errors import ClientError
-from framework.kafka.producer import Headers
+from framework.kafka.producer import RecordSender
 from framework.kernel.transport import resolve_transport
 
 __all__ = [
@@ -41,7 +41,7 @@ class TransactionRetriable(ClientError):
     """The commit's outcome is not known yet (timeout, coordinator away): call `commit` again."""
 
 
-class TransactionalProducer(Protocol):
+class TransactionalProducer(RecordSender, Protocol):
     """One `transactional.id`'s producer, used by one thread at a time."""
 
     transactional_id: str
@@ -57,21 +57,6 @@ class TransactionalProducer(Protocol):
 
     def begin(self) -> None:
         """Start a transaction (local: no request)."""
-        ...
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        headers: Headers | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        token: object = None,
-    ) -> None:
-        """Queue one record in the open transaction; `SendFailed`, `RecordTooLarge` or
-        `ProducerFenced` if it cannot be queued."""
         ...
 
     def commit(self, timeout: float) -> None:
