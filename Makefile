@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 .PHONY: install demo test lint bench bench-quick clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed build/compiled.stamp
 
 $(VENV)/.installed: pyproject.toml deploy/local/pom.xml
 	bash deploy/local/prerequisites.sh
@@ -16,6 +16,14 @@ $(VENV)/.installed: pyproject.toml deploy/local/pom.xml
 	$(BIN)/pip install --quiet -e ".[test,charts]"
 	$(BIN)/python -m framework.cluster.artifacts
 	touch $@
+
+# The compiled hot path (SESSIONIZER_HOT_PATH=compiled, docs/nodes.md): mypyc builds the
+# engine's modules into build/compiled/ (15-25 s). It never fails the install:
+# without a C compiler it writes why to build/compiled.failed and the node runs Python.
+# build/compiled.deps (written by the build) lists the sources it was compiled from.
+-include build/compiled.deps
+build/compiled.stamp: $(VENV)/.installed deploy/build_compiled.py
+	$(BIN)/python deploy/build_compiled.py
 
 demo: install
 	$(BIN)/sessionizer demo
@@ -26,8 +34,10 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Two workers: the tests with real servers on one, in order (tests/conftest.py groups them),
+# the in-process tests on the other beside them (docs/testing.md).
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).
 # BENCH_ARGS passes more flags, e.g. BENCH_ARGS="--output /tmp/RESULTS.md --out-dir /tmp/out".

@@ -13,7 +13,7 @@ import queue
 import random
 import time
 from collections.abc import Callable, Mapping
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 
 import structlog
 from kazoo.client import KazooClient
@@ -38,6 +38,7 @@ from balancer.machine import (
     StateMachine,
 )
 from balancer.quarantine import Outcome
+from framework.kernel.lifecycle import Lifecycle
 from framework.kernel.zookeeper import check_access, new_client, refused
 
 __all__ = ["Balancer"]
@@ -49,7 +50,7 @@ _MAX_PASSES = 5
 _TRANSIENT = (KazooException, KazooTimeoutError)
 
 
-class Balancer:
+class Balancer(Lifecycle):
     """Claims this member's share of an app's streams and keeps it balanced.
 
     Use as a context manager (or `start()` / `close()`), and call `poll()`
@@ -156,13 +157,10 @@ class Balancer:
                 "check the address"
             ) from exc
 
-    def __enter__(self) -> Balancer:
+    def _open(self) -> None:
         self.start()
-        return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def _close(self) -> None:
         self.close()
 
     def drain(self, seconds: float) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.kernel.errors import SessionizerError
+from framework.kernel.errors import MemberError, SessionizerError, StreamError
 
 __all__ = [
     "BalancerError",
@@ -21,47 +21,47 @@ class BalancerError(SessionizerError):
     """Base class of the errors raised by `balancer`."""
 
 
-class StreamFenced(BalancerError):
+class StreamFenced(BalancerError, StreamError):
     """A fenced write found another epoch: someone else owns the stream now."""
 
     def __init__(
         self, stream: str, *, expected: int, node: str | None = None, gone: bool = False
     ) -> None:
-        self.stream = stream
         self.expected = expected
         self.node = node
         found = "its state record is gone" if gone else "its epoch has moved on"
         super().__init__(
-            f"stream {stream}: {_who(node)} was fenced off (expected version {expected}, "
+            stream,
+            f"{_who(node)} was fenced off (expected version {expected}, "
             f"{found}); another node has taken the stream. The node drops it without "
             "committing and rebalances; nothing to do unless this repeats, which points at "
-            "long pauses (GC, swap, SIGSTOP) or a session timeout that is too short"
+            "long pauses (GC, swap, SIGSTOP) or a session timeout that is too short",
         )
 
 
-class MembershipLost(BalancerError):
+class MembershipLost(BalancerError, MemberError):
     """The ZooKeeper session ended: every claim of this node is gone."""
 
     def __init__(self, node: str, detail: str = "") -> None:
-        self.node = node
         extra = f" ({detail})" if detail else ""
         super().__init__(
+            node,
             f"node {node}: its ZooKeeper session is gone{extra}; its streams were dropped "
             "without committing and it rejoins when the connection returns. Check ZooKeeper "
-            "and the network if this repeats"
+            "and the network if this repeats",
         )
 
 
-class DuplicateConsumer(BalancerError):
+class DuplicateConsumer(BalancerError, MemberError):
     """Another live session already holds this consumer id."""
 
     def __init__(self, node: str, path: str, waited: float) -> None:
-        self.node = node
         self.path = path
         super().__init__(
+            node,
             f"node {node}: {path} has belonged to another live ZooKeeper session for "
             f"{waited:.0f} s; two nodes were started with the same --id. Stop one of them or "
-            "give each node its own id"
+            "give each node its own id",
         )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import delivery_modes, report_limits, report_sections
+from benchmarks import delivery_modes, report_limits, report_sections, resize
 from benchmarks.common import out_dir, progress
 from benchmarks.report_notes import NOTES, READING
 from benchmarks.report_plots import Plot, save
@@ -56,6 +56,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
         "Delivery modes: at-least-once against exactly-once (issue 22)",
         delivery_modes.section,
     ),
+    "resize": ("Live resize: 8 -> 12 streams, 2 -> 3 nodes (issue 23)", resize.section),
 }
 SCENARIOS = tuple(SECTIONS)
 

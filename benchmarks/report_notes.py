@@ -137,6 +137,15 @@ NOTES = {
         "session's last fragment acknowledged to the session read by a `read_committed` "
         "consumer, with traffic at a steady rate on a fresh app (docs/delivery.md)."
     ),
+    "resize": (
+        "The real Apache log (replicated beyond its 10,000 lines) from one named producer at "
+        "a steady rate to 8 streams and 2 nodes; after a third of it `sessionizer streams "
+        "resize --count 12` (a subprocess) and a third node.  Times from the command's start: "
+        "until every new stream's committed offset moved, and until `status` shows every "
+        "stream migrated or settled.  Records/s: the committed offsets' growth, before the "
+        "resize while the producer runs, after it from every new stream consuming until all "
+        "is committed (docs/resize.md)."
+    ),
 }
 
 

@@ -6,20 +6,22 @@
 Scenarios, in order (each is also a command of its own, `python -m
 benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
 profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
-scaling, skew, delivery_modes.  Both Kafka transports (confluent-kafka and kafka-python) run side by
-side wherever a node or a producer does.  One local ZooKeeper + Kafka serves
-them all (or the servers in SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP), so every
-comparison is made on the same cluster in the same run.
+scaling, skew, delivery_modes, resize.  Both Kafka transports (confluent-kafka
+and kafka-python) run side by side wherever a node or a producer does.  One local
+ZooKeeper + Kafka serves them all (or the servers in SESSIONIZER_ZK /
+SESSIONIZER_BOOTSTRAP), so every comparison is made on the same cluster in the same run.
 
 Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
 300,000, failover 200,000 with 3 repeats), every workload, 1/2/4 nodes, every
 peer, failover with and without handover, skew from 400,000 fragments at
-1,000/s.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
+1,000/s, the live resize (8 -> 12 streams, 2 -> 3 nodes) on 300,000 fragments at
+1,500/s.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
 machine): 30,000 fragments, the apache workload and one node where the targets
 only need that, Spark as the only peer (its per-core figure is a target), the
 scaling grid cut to 16 and 288 streams on 1 and 2 nodes, failover once per
 case, skew from 200,000 fragments at 800/s, delivery modes on 50,000 fragments
-with confluent-kafka only (about 3 minutes).  Each peer gets
+with confluent-kafka only (about 3 minutes), the resize on 30,000 fragments (about
+a minute).  Each peer gets
 `--peer-timeout` seconds per workload (1,500 by default).  A scenario that
 fails is reported as failed; the others still run.  The report is rewritten
 after every scenario, and at the end the issue-16 targets table is printed:
@@ -57,6 +59,7 @@ from benchmarks import (
     peers,
     producer_workloads,
     profile_node,
+    resize,
     scaling,
     skew,
     zookeeper_commits,
@@ -110,6 +113,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
                 delivery_modes.main,
                 ["--fragments", "50000", "--clients", "confluent", "--latency-fragments", "3000"],
             ),
+            "resize": (resize.main, ["--fragments", "30000"]),
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
@@ -124,6 +128,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "scaling": (scaling.main, size),
         "skew": (skew.main, []),
         "delivery_modes": (delivery_modes.main, size),
+        "resize": (resize.main, ["--fragments", str(min(args.fragments, 300_000))]),
     }
 
 

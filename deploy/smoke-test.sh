@@ -16,6 +16,7 @@ for command in \
     "cluster down" \
     "streams" \
     "streams create" \
+    "streams resize" \
     "streams reset" \
     "produce" \
     "generate" \

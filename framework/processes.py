@@ -15,8 +15,9 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from framework.kernel.lifecycle import Lifecycle
 
 __all__ = ["MemberProcess", "ProcessGroup"]
 
@@ -57,7 +58,7 @@ class MemberProcess:
         return self.process.wait(timeout=timeout)
 
 
-class ProcessGroup:
+class ProcessGroup(Lifecycle):
     """Named processes of one run; on exit every one still running is killed.
 
     Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
@@ -93,12 +94,7 @@ class ProcessGroup:
         """Names of the members whose process still runs."""
         return [n for n, m in self.members.items() if m.process.poll() is None]
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def _close(self) -> None:
         self.close()
 
     def close(self) -> None:

@@ -19,6 +19,9 @@ from state.record import StreamState
 __all__ = ["end_offsets", "read_records", "read_states", "state_columns"]
 
 _END_OFFSETS_TIMEOUT_MS = 10_000
+"""How long `status` waits for Kafka, to connect and then for the offsets: a monitoring
+command answers in seconds, also when the brokers are down (kafka-python's own
+bootstrap wait is 30 s)."""
 
 
 def read_records(client: KazooClient, paths: AppPaths, streams: Iterable[str]) -> dict[str, bytes]:
@@ -49,7 +52,12 @@ def end_offsets(
 ) -> dict[str, int]:
     """The end offset (next offset to be written) of each single-partition topic."""
     partitions = [partition_zero(topic) for topic in topics]
-    consumer = assigned_consumer(bootstrap, "sessionizer-status", properties or {})
+    consumer = assigned_consumer(
+        bootstrap,
+        "sessionizer-status",
+        properties or {},
+        bootstrap_timeout_ms=_END_OFFSETS_TIMEOUT_MS,
+    )
     try:
         ends = consumer.end_offsets(partitions, timeout_ms=_END_OFFSETS_TIMEOUT_MS)
         return {tp.topic: offset for tp, offset in ends.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeAlias, get_args
 
-from framework.kernel.errors import ConfigError, SessionizerError
+from framework.kernel.errors import AppError, ConfigError, SessionizerError
 
 __all__ = [
     "BUILTIN_REASONS",
@@ -88,28 +88,29 @@ class UndecodableRecord(RouterError):
         super().__init__(f"{text}: {detail}" if detail else text)
 
 
-class StreamCountMismatch(RouterError, ConfigError):
+class StreamCountMismatch(RouterError, ConfigError, AppError):
     """The stream count this process was given differs from the one recorded in ZooKeeper."""
 
     def __init__(self, app: str, *, expected: int, configured: int) -> None:
-        self.app = app
         self.expected = expected
         self.configured = configured
         # Routing with a different count would send keys to the wrong streams, so refuse
         # and tell the operator both numbers and the two ways out.
         super().__init__(
+            app,
             f"app {app!r} has {expected} streams recorded in ZooKeeper, but this process is "
             f"configured for {configured}; configure {expected} streams, or use a new app "
-            f"name and run `sessionizer streams create --count {configured}` for it"
+            f"name and run `sessionizer streams create --count {configured}` for it",
         )
 
 
-class StreamsNotCreated(RouterError, ConfigError):
+class StreamsNotCreated(RouterError, ConfigError, AppError):
     """No stream count is recorded in ZooKeeper for the app: its streams were never created."""
 
     def __init__(self, app: str) -> None:
-        self.app = app
-        super().__init__(f"app {app!r} has no streams; run `sessionizer streams create --count N`")
+        super().__init__(
+            app, f"app {app!r} has no streams; run `sessionizer streams create --count N`"
+        )
 
 
 class NothingParsed(RouterError, ConfigError):
@@ -131,14 +132,14 @@ class NothingParsed(RouterError, ConfigError):
         )
 
 
-class ProduceFailed(RouterError):
+class ProduceFailed(RouterError, AppError):
     """Kafka did not acknowledge some records; they must be treated as not delivered."""
 
     def __init__(self, app: str, detail: str) -> None:
-        self.app = app
         super().__init__(
+            app,
             f"producing for app {app!r} failed: {detail}; check that the brokers are up "
-            "and the stream topics exist (`sessionizer streams create`), then produce again"
+            "and the stream topics exist (`sessionizer streams create`), then produce again",
         )
 
 

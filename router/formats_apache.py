@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta, timezone
 from urllib.parse import urlsplit
 
 from router.errors import MalformedLine
-from router.fragment import MONTHS, ParsedFragment, epoch_ms
+from router.fragment import MONTHS, ParsedFragment, StatelessFormat, clock_time, epoch_ms
 
 __all__ = ["ApacheFormat", "parse_apache", "referrer_site"]
 
@@ -43,15 +43,7 @@ def _parse_time(text: str) -> int:
     try:
         offset = timedelta(hours=int(match["off_h"]), minutes=int(match["off_m"]))
         zone = timezone(-offset if match["sign"] == "-" else offset)
-        moment = datetime(
-            int(match["year"]),
-            month,
-            int(match["day"]),
-            int(match["hour"]),
-            int(match["minute"]),
-            int(match["second"]),
-            tzinfo=zone,
-        )
+        moment = clock_time(match, int(match["year"]), month, zone)
     except ValueError as exc:  # day 31 of a 30-day month, offset >= 24h, ...
         raise MalformedLine("bad-timestamp", f"[{text}]: {exc}") from exc
     return epoch_ms(moment)
@@ -83,14 +75,8 @@ def parse_apache(line: str) -> ParsedFragment:
     return ParsedFragment(f"{match['ip']}|{agent}", timestamp_ms, fields)
 
 
-class ApacheFormat:
+class ApacheFormat(StatelessFormat):
     """The built-in `apache` format: `parse_apache` as a `router.Format`."""
 
     name = "apache"
-
-    def parse(self, line: str) -> ParsedFragment:
-        """Parse one combined-log-format line."""
-        return parse_apache(line)
-
-    def __repr__(self) -> str:
-        return "ApacheFormat()"
+    parse = staticmethod(parse_apache)

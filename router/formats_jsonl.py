@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from router.errors import MalformedLine
-from router.fragment import ParsedFragment, epoch_ms
+from router.fragment import ParsedFragment, StatelessFormat, epoch_ms
 
 __all__ = ["JsonlFormat", "parse_jsonl"]
 
@@ -49,14 +49,8 @@ def parse_jsonl(line: str) -> ParsedFragment:
     return ParsedFragment(key, timestamp_ms, fields)
 
 
-class JsonlFormat:
+class JsonlFormat(StatelessFormat):
     """The built-in `jsonl` format: `parse_jsonl` as a `router.Format`."""
 
     name = "jsonl"
-
-    def parse(self, line: str) -> ParsedFragment:
-        """Parse one JSON object."""
-        return parse_jsonl(line)
-
-    def __repr__(self) -> str:
-        return "JsonlFormat()"
+    parse = staticmethod(parse_jsonl)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from router.errors import MalformedLine
-from router.fragment import MONTHS, ParsedFragment, epoch_ms
+from router.fragment import MONTHS, ParsedFragment, clock_time, epoch_ms
 
 __all__ = ["DEFAULT_SYSLOG_YEAR", "SshdFormat", "SyslogYears", "log_year", "parse_sshd"]
 
@@ -83,15 +83,7 @@ def _timestamp(match: re.Match[str], year_of: Callable[[int], int]) -> int:
             month = MONTHS.get(match["month"])
             if month is None:
                 raise MalformedLine("bad-timestamp", f"unknown month {match['month']!r}")
-            moment = datetime(
-                year_of(month),
-                month,
-                int(match["day"]),
-                int(match["hour"]),
-                int(match["minute"]),
-                int(match["second"]),
-                tzinfo=UTC,
-            )
+            moment = clock_time(match, year_of(month), month, UTC)
     except ValueError as exc:  # "Feb 30", "Feb 29" in a common year, bad ISO text, ...
         raise MalformedLine("bad-timestamp", str(exc)) from exc
     return epoch_ms(moment)

@@ -1,17 +1,22 @@
-"""`ParsedFragment`, the format-independent result of parsing a line, and shared time helpers."""
+"""`ParsedFragment`, the format-independent result of parsing a line, and what formats share.
+
+The shared time helpers (`MONTHS`, `clock_time`, `epoch_ms`), and `StatelessFormat`,
+the base of a built-in format that is one parse function.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from framework.kernel.errors import InvalidArgument
 from router.errors import MalformedLine
 
-__all__ = ["MONTHS", "ParsedFragment", "epoch_ms"]
+__all__ = ["MONTHS", "ParsedFragment", "StatelessFormat", "clock_time", "epoch_ms"]
 
 # English month abbreviations, as Apache and syslog write them.  A table rather than
 # strptime("%b"), which follows the process locale.
@@ -45,6 +50,30 @@ class ParsedFragment:
             raise InvalidArgument(f"timestamp_ms must be an int, got {self.timestamp_ms!r}")
         if not 0 <= self.timestamp_ms <= _MAX_TIMESTAMP_MS:
             raise InvalidArgument(f"timestamp_ms must be in [0, 2**63), got {self.timestamp_ms}")
+
+
+class StatelessFormat:
+    """A format without settings, which is its parse function: a subclass sets `name` and
+    `parse = staticmethod(function)`; it shows as `ClassName()`."""
+
+    name: ClassVar[str]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def clock_time(match: re.Match[str], year: int, month: int, zone: tzinfo) -> datetime:
+    """The time of a log line: `year`, `month`, the `day`, `hour`, `minute` and `second`
+    groups of `match`, in `zone`.  `ValueError` for a date that does not exist (Feb 30)."""
+    return datetime(
+        year,
+        month,
+        int(match["day"]),
+        int(match["hour"]),
+        int(match["minute"]),
+        int(match["second"]),
+        tzinfo=zone,
+    )
 
 
 def epoch_ms(moment: datetime) -> int:

@@ -7,16 +7,17 @@ over the client layer's producer (`framework.kafka`). Routing, encoding
 
 With `ProducerConfig.producer_id` the producer names itself in its watermarks and
 writes a `joined` marker to every stream when it starts; with a
-`router.producer_registry.ProducerRegistry` it also registers in ZooKeeper and
+`router.producer_registry.ProducerRegistry` it also registers in ZooKeeper,
 declares producers that died without ending `left` (docs/routing.md, "Several
-producers").
+producers"), and follows a live resize (docs/resize.md): `resize` markers to every
+old stream, then routing by the new count (`switch`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Literal, NamedTuple
 
@@ -33,6 +34,8 @@ from router.hashing import stream_for_key
 from router.naming import stream_name
 from router.producer_registry import ProducerRegistry
 from router.producer_transport import open_transport
+from router.resize import markers
+from router.resize_wire import Epoch
 from router.watermarks import WatermarkPolicy
 from router.wire import encode_fragment, encode_watermark, producer_problem
 
@@ -188,6 +191,10 @@ class StreamProducer:
         self._registry = registry if named else None
         self._countdown = _POLL_EVERY
         self._done = False  # a named producer wrote its end of input or its own `left`
+        self._verify = verify
+        self._resized = 0  # the latest resize epoch this producer follows
+        self._resize: Epoch | None = None  # the latest the registry recorded
+        self._joined = False
         self._transport = open_transport(config, topics)
         try:
             self._transport.prepare(verify=verify)
@@ -317,6 +324,50 @@ class StreamProducer:
             if self._registry is not None:
                 self._registry.close()  # the znode goes; survivors declare us left
 
+    def switch(self, epoch: Epoch) -> None:
+        """Route by `epoch.new` from now on (docs/resize.md): a `resize` marker to every old
+        stream, flushed, then a client for the new topics and a `joined` marker on the new
+        streams.  A producer already routing by `epoch.new` only writes its markers."""
+        producer_id, count = self.config.producer_id, self.config.num_streams
+        if producer_id is None or epoch.epoch <= self._resized:
+            return
+        if count not in (epoch.old, epoch.new):
+            return
+        self._resized = epoch.epoch
+        clock = max(self._policy.clock_ms, 0)
+        if count == epoch.old:  # the old streams are this producer's streams 0..old-1
+            for index, key, value, headers, stamp in markers(epoch, producer_id, clock):
+                self._send(index, key, value, stamp, headers)
+            self.flush()
+            self._reroute(epoch.new)
+            self.send_watermark(clock, streams=range(epoch.old, epoch.new), marker=JOINED)
+        else:  # it started after the resize: the old streams learn it routes by the new count
+            for index, key, value, headers, stamp in markers(epoch, producer_id, clock):
+                self._send(index, key, value, stamp, headers)
+        self.flush()
+        _log.info("producer_resized", producer=producer_id, epoch=epoch.epoch, streams=epoch.new)
+
+    def _reroute(self, count: int) -> None:
+        """A transport, watermark policy and routes for `count` streams (after the flush)."""
+        config = replace(self.config, num_streams=count)
+        topics = [stream_name(config.app, i) for i in range(count)]
+        transport = open_transport(config, topics)
+        try:
+            transport.prepare(verify=self._verify)
+        except BaseException:
+            transport.close(timeout=0)
+            raise
+        self._transport.close()
+        self.config, self._transport, self._send = config, transport, transport.send
+        policy = WatermarkPolicy(count, config.watermark_interval_ms, announce_start=True)
+        policy.fragments_count = self._policy.fragments_count
+        if self._policy.clock_ms >= 0:
+            policy.fragment(0, self._policy.clock_ms)  # starts every stream at the clock
+        self._policy, self._observe = policy, policy.fragment
+        self._routes.clear()
+        if self._registry is not None:
+            self._registry.streams_changed(topics)
+
     def _join(self) -> None:
         """Register (if a registry is given), then write our `joined` marker to every stream."""
         if self._registry is not None:
@@ -326,6 +377,9 @@ class StreamProducer:
         self.flush()
         if self._registry is not None:
             self._registry.joined()
+        self._joined = True
+        if self._resize is not None:
+            self.switch(self._resize)
 
     def _check_producers(self) -> None:
         """Look at the registry: peers change the watermark policy; the dead get `left`."""
@@ -341,6 +395,9 @@ class StreamProducer:
         if seen.rejoin:
             self.send_watermark(max(self._policy.clock_ms, 0), marker=JOINED)
         registry.publish(self._clock())
+        self._resize = seen.resize
+        if seen.resize is not None and self._joined:  # (before that, `_join` switches)
+            self.switch(seen.resize)
 
     def _clock(self) -> int | None:
         return self._policy.clock_ms if self._policy.clock_ms >= 0 else None

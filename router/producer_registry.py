@@ -12,7 +12,9 @@ in the log (docs/routing.md, "Several producers"). From it a producer learns
   every stream once per interval, since fragments carry no producer id and only
   a producer's watermarks move its clock on a stream;
 - which producers vanished without ending (`gone`): it writes a `left` marker for
-  each into the streams that one wrote, so the streams stop waiting for it.
+  each into the streams that one wrote, so the streams stop waiting for it;
+- the latest resize recorded in `active_streams` (`resize`, docs/resize.md): a
+  producer routing by its `from` count switches to its `to` count.
 
 Callbacks only record what changed; the producer's own thread calls `poll()`,
 which does the ZooKeeper reads (at most once per `poll_seconds`).
@@ -37,6 +39,8 @@ from framework.kernel.errors import ConfigError
 from framework.kernel.paths import AppPaths
 from framework.kernel.safe_json import loads_object
 from router.errors import RouterError
+from router.resize import read_resize
+from router.resize_wire import Epoch
 
 __all__ = [
     "GoneProducer",
@@ -91,6 +95,8 @@ class PollResult:
     gone: tuple[GoneProducer, ...] = ()
     rejoin: bool = False
     """Our session was lost (so was our znode): we registered again and must re-join."""
+    resize: Epoch | None = None
+    """The latest resize recorded for the app (read with the peers, at most once a poll)."""
 
 
 class ProducerRegistry:
@@ -167,13 +173,27 @@ class ProducerRegistry:
             lost, self._lost = self._lost, False
         rejoin = lost and self._register_again()
         self._write()
+        resize = self.resize()
         if children is None:
-            return PollResult(self._peers, rejoin=rejoin)
+            return PollResult(self._peers, rejoin=rejoin, resize=resize)
         gone = self._refresh(set(children) - {self.producer_id})
         self._peers = any(
             not (data.get("ended") or data.get("left")) for data in self._known.values()
         )
-        return PollResult(self._peers, gone, rejoin)
+        return PollResult(self._peers, gone, rejoin, resize)
+
+    def resize(self) -> Epoch | None:
+        """The latest resize recorded for the app (None: none, or unreadable just now)."""
+        try:
+            return read_resize(self._client, self._paths.active_streams)
+        except KazooException as exc:  # read again at the next poll
+            _log.warning("resize_unreadable", producer=self.producer_id, error=str(exc))
+            return None
+
+    def streams_changed(self, streams: Sequence[str]) -> None:
+        """We write these streams now (a resize switched our count)."""
+        self._streams = tuple(streams)
+        self._write()
 
     def close(self) -> None:
         """Delete our znode (after `publish(..., ended=True)` if we ended)."""

@@ -22,6 +22,7 @@ __all__ = [
     "check_stream_count",
     "create_stream_topics",
     "existing_stream_count",
+    "grow_stream_topics",
     "handover_topic",
     "state_topic",
     "stream_count",
@@ -152,6 +153,25 @@ def create_stream_topics(
             _create(admin, plan, missing)
         # Debug: `streams create` prints the result itself, once, on stdout.
         _log.debug("topics_ready", app=plan.app, streams=plan.num_streams, created=len(missing))
+        return missing
+    finally:
+        admin.close()
+
+
+def grow_stream_topics(
+    bootstrap: str, plan: TopicPlan, *, properties: Mapping[str, str] | None = None
+) -> list[str]:
+    """Create the stream topics a live resize to `plan.num_streams` adds (docs/resize.md);
+    return the names newly created.  Refuses fewer streams than Kafka holds."""
+    admin = _admin(bootstrap, properties)
+    try:
+        existing = existing_stream_count(admin, plan.app)
+        if existing > plan.num_streams:
+            raise StreamCountMismatch(plan.app, expected=existing, configured=plan.num_streams)
+        present = set(admin.list_topics())
+        missing = [t for t in plan.stream_topics() if t not in present]
+        if missing:
+            _create(admin, plan, missing)
         return missing
     finally:
         admin.close()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from framework.kernel.config import ConnectionConfig
 
 __all__ = [
+    "add_stream_znodes",
     "app_stream_count",
     "check_stream_count",
     "recorded_stream_count",
@@ -100,6 +101,20 @@ def register_streams(client: KazooClient, parent: str, app: str, topics: Sequenc
         raise ProvisioningError(
             f"registering {len(topics)} streams of app {app!r} in ZooKeeper failed: {exc}"
         ) from exc
+
+
+def add_stream_znodes(client: KazooClient, parent: str, topics: Sequence[str]) -> None:
+    """Create `<parent>/<topic>` for streams a live resize adds, leaving the count as it is
+    (`router.resize.record_resize` changes it): the balancer may assign them at once."""
+    created = int(time.time() * 1000)
+    for topic in topics:
+        data = json.dumps({"topic": topic, "created": created}).encode()
+        try:
+            client.create(f"{parent}/{topic}", data)
+        except NodeExistsError:
+            continue
+        except KazooException as exc:
+            raise ProvisioningError(f"registering {topic} under {parent} failed: {exc}") from exc
 
 
 def _create_registry(client: KazooClient, parent: str, topics: Sequence[str]) -> None:

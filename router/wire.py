@@ -13,6 +13,12 @@
   non-empty string of at most `MAX_PRODUCER_ID_BYTES` UTF-8 bytes) and, for a
   marker, `"marker": "joined" | "left"` (which needs a producer).
 
+The records of a live resize (`resize`, `migration`, `migration-done`, `forward`,
+`forward-seal`; docs/resize.md) are kinds of their own beside the watermark: their
+codec is `router.resize_wire`, and the decoders here dead-letter them as
+`unknown-kind` like any kind they do not know (a node decodes them with
+`router.resize_wire.decode_control` first).
+
 `Watermark` is `framework.kernel.watermark.Watermark`, the one watermark type the engine
 consumes too (a decoded one carries the record's offset when given one).
 
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import msgpack
 
@@ -36,12 +42,17 @@ from framework.kernel.errors import InvalidArgument
 from framework.kernel.fragment import Fragment
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.kernel.watermark import MARKERS, MAX_PRODUCER_ID_BYTES, Watermark
-from router import hot_path
 from router.errors import MalformedLine, UndecodableReason, UndecodableRecord
 from router.fragment import ParsedFragment
 
 __all__ = [
+    "CONTROL_KINDS",
+    "DONE_KIND",
+    "FORWARD_KIND",
     "KIND_HEADER",
+    "MIGRATION_KIND",
+    "RESIZE_KIND",
+    "SEAL_KIND",
     "WATERMARK_KIND",
     "decode_fragment",
     "decode_parts",
@@ -53,6 +64,13 @@ __all__ = [
 
 KIND_HEADER = "sessionizer-kind"
 WATERMARK_KIND = b"watermark"
+RESIZE_KIND: Final = b"resize"
+MIGRATION_KIND: Final = b"migration"
+DONE_KIND: Final = b"migration-done"
+FORWARD_KIND: Final = b"forward"
+SEAL_KIND: Final = b"forward-seal"
+CONTROL_KINDS: Final = frozenset({RESIZE_KIND, MIGRATION_KIND, DONE_KIND, FORWARD_KIND, SEAL_KIND})
+"""The kinds of a live resize's records (docs/resize.md); `router.resize_wire` codes them."""
 
 _EVENT_TIME_RANGE = f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}]"
 _NO_KIND: Any = object()  # a `sessionizer-kind` header whose value is None is still a kind
@@ -292,11 +310,6 @@ def _unpack(value: Any, offset: int | None) -> Any:
         _fail("missing-value", "", offset)
     if not isinstance(value, bytes | bytearray | memoryview):
         _fail("not-msgpack", f"the value is a {type(value).__name__}, not bytes", offset)
-    fast = hot_path.fast_unpacker()
-    if fast is not None and type(value) is bytes:
-        fields = fast(value)  # None: not a flat map, or refused; the reference decides
-        if fields is not None:
-            return fields
     try:
         # strict_map_key=False: nested maps may have integer (or other) keys.
         return msgpack.unpackb(value, raw=False, strict_map_key=False)

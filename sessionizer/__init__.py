@@ -7,6 +7,12 @@ kernel's `framework.kernel.watermark`) is public here.
 
 from __future__ import annotations
 
+from framework.kernel.compiled import package_path
+
+# SESSIONIZER_HOT_PATH=compiled: the mypyc build's modules of this package are found first
+# (framework.kernel.compiled); before anything of the package is imported.
+__path__ = package_path(__name__, __path__)
+
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark
 from sessionizer.engine import SessionEngine

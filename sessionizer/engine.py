@@ -25,7 +25,10 @@ the log alone, so a replay decides the same way (docs/sessions.md):
 
 The engine owns its state: `snapshot(offset)` returns the `StreamState` a commit
 stores; `export_state()` the rest (`EngineState`), which `restore` builds the
-next owner's engine from (a handover; `sessionizer.handover` encodes it).
+next owner's engine from (a handover; `sessionizer.handover` encodes it).  A live
+resize moves single keys' open sessions between engines (`take_sessions`,
+`restore_sessions`; `sessionizer.migration`), with a `KeyGate` that may hold back,
+take or refuse a fragment before it is placed (`attach`; none by default).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from framework.kernel.watermark import Watermark
 from sessionizer import hooks
 from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import OffsetOrderError, SessionError
+from sessionizer.migration import LATE, PLACE, KeyGate
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.producer_clocks import ProducerClocks, skew_ms
 from sessionizer.records import (
@@ -45,6 +49,7 @@ from sessionizer.records import (
     EngineOutput,
     FinishedSession,
     HookFailure,
+    LateFragment,
     Record,
     future_fragment,
     late_fragment,
@@ -94,6 +99,7 @@ class SessionEngine:
         self._fragments = self._watermarks = self._sessions = 0
         self._late = self._skipped = self._hook_failures = 0
         self._future = self._truncated = self._invalid_watermarks = 0
+        self._gate: KeyGate | None = None  # a resize in progress (`attach`)
 
     @property
     def stream_time_ms(self) -> int | None:
@@ -229,6 +235,109 @@ class SessionEngine:
         engine._clocks = saved.clocks
         return engine
 
+    # -- a live resize (docs/resize.md; `sessionizer.migration`) ------------------------
+
+    def attach(self, gate: KeyGate | None) -> None:
+        """Consult `gate` before placing any fragment, and when finishing (None: no gate)."""
+        self._gate = gate
+
+    def live_producers(self) -> frozenset[str]:
+        """The named producers live on the stream now (docs/sessions.md, "Several producers")."""
+        return frozenset(name for name, _ in self._clocks.export_state()["live"])
+
+    @property
+    def parked_offset(self) -> int | None:
+        """The offset of the record parked as dated too far ahead, if one is."""
+        return None if self._parked is None else _offset(self._parked.record)
+
+    def open_keys(self) -> list[str]:
+        """The keys with open sessions, sorted."""
+        return sorted(self._timelines)
+
+    def first_offsets(self, key: str) -> list[int]:
+        """The first offsets of the key's open sessions."""
+        return [segment.first_offset for segment in self._timelines.get(key, ())]
+
+    def skips(self, key: str, offset: int, event_time: int) -> bool:
+        """True if the resumed ignore list covers a record of `key` (a replay meets it again)."""
+        return self._tracker.should_skip(key, offset, event_time)
+
+    def take_sessions(self, key: str) -> list[Segment]:
+        """Remove the key's open sessions (they go on on another stream): not finished, not
+        in the ignore list, no longer holding the safe offset."""
+        timeline = self._timelines.pop(key, None)
+        if timeline is None:
+            return []
+        for segment in timeline:
+            self._tracker.session_dropped(segment.first_offset)
+        return list(timeline)
+
+    def restore_sessions(self, key: str, segments: list[Segment]) -> None:
+        """Make `segments` (in event-time order, this stream's offsets) the key's open sessions."""
+        if key in self._timelines:
+            raise SessionError(f"stream {self.stream}: key {key!r} has open sessions already")
+        if not segments:
+            return
+        timeline = self._timelines[key] = KeyTimeline(key)
+        timeline.extend(segments)
+        for segment in segments:
+            self._tracker.session_opened(key, *segment.opener())
+        self._schedule(timeline)
+
+    def place_held(
+        self, key: str, held: list[tuple[Fragment, int, int | None]]
+    ) -> list[EngineOutput]:
+        """Place fragments a gate held back, as (fragment, event time, stream time before it)
+        sorted by (event time, offset); `catch_up` then folds and closes what is due.
+
+        Their offsets may lie before those of the key's migrated parts, so the key's
+        sessions are registered with the tracker again afterwards.
+        """
+        outputs: list[EngineOutput] = []
+        timeline = self._timelines.get(key) or KeyTimeline(key)
+        for segment in timeline:
+            self._tracker.session_dropped(segment.first_offset)
+        for fragment, event_time, before in held:
+            try:
+                is_end = hooks.is_end(self.processor, fragment)
+            except Exception as exc:  # a user hook: any failure goes to the dead letters
+                outputs.append(self._hook_failed(fragment, "is_end", exc))
+                continue
+            timeline.place((event_time, fragment.offset, is_end, before, fragment), self.timing)
+        for segment in timeline:
+            segment.rebound()
+            self._tracker.session_opened(key, *segment.opener())
+        if timeline:
+            self._timelines[key] = timeline
+            self._schedule(timeline)
+        return outputs
+
+    def catch_up(self) -> list[EngineOutput]:
+        """Fold and close what stream time has made due (after restoring or placing)."""
+        return self._advance(None)
+
+    def close_keys(self, keys: list[str]) -> list[EngineOutput]:
+        """Finish every open session of these keys now (input ended before they arrived)."""
+        outputs: list[EngineOutput] = []
+        for key in keys:
+            timeline = self._timelines.pop(key, None)
+            for segment in timeline.pop_all() if timeline is not None else ():
+                outputs.extend(self._finish(key, segment))
+        return outputs
+
+    def hold(self, offset: int) -> None:
+        """Hold the safe offset at `offset` (read when stream time was what it is now)."""
+        self._tracker.hold(offset, self._stream_time_ms)
+
+    def release(self, offset: int) -> None:
+        """Stop holding the safe offset at `offset`."""
+        self._tracker.release(offset)
+
+    def skip(self, offset: int) -> list[EngineOutput]:
+        """Step past a record the engine does not interpret (a resize record)."""
+        self._expect(offset)
+        return self._settle(offset, [])
+
     def _expect(self, offset: int) -> None:
         if offset < self._tracker.next_offset:
             raise OffsetOrderError(
@@ -269,8 +378,7 @@ class SessionEngine:
     def _on_fragment(self, fragment: Fragment) -> list[EngineOutput]:
         self._fragments += 1
         try:
-            stamp = self.processor.timestamp(fragment.value, fragment.timestamp_ms)
-            event_time = hooks.event_time(stamp)
+            event_time = hooks.timestamp(self.processor, fragment)
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Without an event time it neither moves stream time nor judges a parked record.
             return [self._hook_failed(fragment, "timestamp", exc)]
@@ -334,8 +442,19 @@ class SessionEngine:
         if before is not None and event_time < before - self.timing.grace_ms:
             self._late += 1
             return [late_fragment(fragment, event_time, before, self.timing.grace_ms)]
+        gate = self._gate
+        if gate is not None:
+            admitted = gate.admit(fragment, event_time, before)
+            if admitted != PLACE:  # held back or taken: read on time, it moves stream time
+                moved = self._advance(self._clocks.fragment(event_time))
+                if admitted == LATE:
+                    self._late += 1
+                    reason = "it sorts before the folded part of its key's migrated session"
+                    late = LateFragment(fragment, event_time, before or event_time, reason)
+                    return [late, *moved]
+                return moved
         try:
-            is_end = bool(self.processor.is_end(fragment.value))
+            is_end = hooks.is_end(self.processor, fragment)
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Its event time still counts: a replay may skip it, and skipping advances.
             failed = self._hook_failed(fragment, "is_end", exc)
@@ -380,12 +499,14 @@ class SessionEngine:
             return []  # several producers, and the slowest has no clock yet
         # Even without a new stream time, a fragment (an END) can be final at once.
         line = self._stream_time_ms - self.timing.grace_ms
-        folds = self._folds
+        folds, gate = self._folds, self._gate
         while folds and folds[0][0] <= line:
             due, key = heapq.heappop(folds)
             timeline = self._timelines.get(key)
             if timeline is not None and timeline.fold_due == due:
                 timeline.fold_due = None
+                if gate is not None and gate.keeps(key):
+                    continue  # kept raw for a resize (rescheduled by its next change)
                 hooks.fold_below(self.processor, timeline, line)
                 self._schedule(timeline)
         outputs: list[EngineOutput] = []
@@ -396,6 +517,8 @@ class SessionEngine:
             if timeline is None or timeline.deadline_due != due:
                 continue  # stale: superseded by an earlier deadline that already fired
             timeline.deadline_due = None
+            if gate is not None and gate.keeps(key):
+                continue  # kept open for a resize (rescheduled by its next change)
             for segment in timeline.pop_final(line, self.timing):
                 outputs.extend(self._finish(key, segment))
             if timeline:
@@ -438,7 +561,10 @@ class SessionEngine:
                 key, segment.first_ts, segment.tail_ts, segment.last_offset, segment.tail_offset
             ),
         )
-        ident = session_id(self.stream, segment.first_offset, key)
+        stream, first, last = self.stream, segment.first_offset, segment.last_offset
+        if self._gate is not None:  # a session that started on another stream keeps its id
+            stream, first, last = self._gate.identify(key, segment) or (stream, first, last)
+        ident = session_id(stream, first, key)
         try:
             result = hooks.close(self.processor, key, segment)
         except hooks.HookFailed as failed:
@@ -451,9 +577,9 @@ class SessionEngine:
             FinishedSession(
                 session_id=ident,
                 key=key,
-                stream=self.stream,
-                first_offset=segment.first_offset,
-                last_offset=segment.last_offset,
+                stream=stream,
+                first_offset=first,
+                last_offset=last,
                 first_ts=segment.first_ts,
                 last_ts=segment.tail_ts,
                 fragments=segment.folded,

@@ -67,8 +67,12 @@ class EngineState:
 
 CARRIED: Final = tuple(f"_{field.name}" for field in fields(EngineState))
 """The engine attributes an `EngineState` carries (its fields, with a leading underscore)."""
-REBUILT: Final = ("stream", "processor", "timing", "_epoch", "_budget")
-"""The engine attributes the next owner's constructor sets (from its processor and state)."""
+REBUILT: Final = ("stream", "processor", "timing", "_epoch", "_budget", "_gate")
+"""The engine attributes the next owner's constructor sets (from its processor and state).
+
+`_gate` is a live resize's (`SessionEngine.attach`): never handed over, because a stream
+whose resize is unsettled holds its safe offset at a record and so refuses a handover
+(docs/resize.md); the next owner's task attaches its own."""
 PER_OWNER: Final = (
     "_fragments",
     "_watermarks",

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import msgpack
 
+from framework.kernel.errors import StreamError
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark as AnyWatermark
 from sessionizer.engine import SessionEngine
@@ -69,15 +70,15 @@ _DECODE_ERRORS = (
 )
 
 
-class HandoverUnavailable(SessionError):
+class HandoverUnavailable(SessionError, StreamError):
     """The engine cannot be handed over or taken over; the stream replays from its safe offset."""
 
     def __init__(self, stream: str, reason: str) -> None:
-        self.stream = stream
         self.reason = reason
         super().__init__(
-            f"stream {stream}: no handover ({reason}); the next owner replays from the safe "
-            "offset, which gives the same output"
+            stream,
+            f"no handover ({reason}); the next owner replays from the safe "
+            "offset, which gives the same output",
         )
 
 

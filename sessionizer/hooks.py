@@ -10,8 +10,10 @@ import math
 import numbers
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsInt, cast
+from types import TracebackType
+from typing import Any, Final, SupportsInt, cast
 
+from framework.kernel.fragment import Fragment
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from sessionizer.errors import HookError
 from sessionizer.processor import StreamProcessor
@@ -26,9 +28,15 @@ __all__ = [
     "event_time",
     "fold",
     "fold_below",
+    "is_end",
+    "timestamp",
     "trace",
     "valid_time",
 ]
+
+
+_CALLERS: Final = frozenset({__name__, "sessionizer.engine"})
+"""The modules that call the user's hooks (their frames are not in a hook's `trace`)."""
 
 
 class HookFailed(HookError):
@@ -123,6 +131,28 @@ def dead_letters(
     return letters
 
 
+def timestamp(processor: StreamProcessor[Any], fragment: Fragment) -> int:
+    """Return the fragment's event time by the processor's `timestamp` hook (`event_time`).
+
+    The hook is called as `Any`: compiled code (`SESSIONIZER_HOT_PATH=compiled`) would
+    otherwise check its result against the declared `int` and refuse a float.
+    """
+    hook: Any = processor.timestamp
+    value = hook(fragment.value, fragment.timestamp_ms)
+    if type(value) is int and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:
+        return value  # the common case (the record timestamp), without a call
+    return event_time(value)
+
+
+def is_end(processor: StreamProcessor[Any], fragment: Fragment) -> bool:
+    """Return the processor's `is_end` of the fragment as a bool (any truthy value ends it).
+
+    Called as `Any`, for the reason `timestamp` gives.
+    """
+    hook: Any = processor.is_end
+    return bool(hook(fragment.value))
+
+
 def event_time(value: object) -> int:
     """Return `timestamp()`'s result as an int, or raise if it is not a valid event time."""
     if type(value) is int and MIN_EVENT_TIME_MS <= value <= MAX_EVENT_TIME_MS:
@@ -156,5 +186,29 @@ def describe(exc: BaseException) -> str:
 
 
 def trace(exc: BaseException) -> str:
-    """Return the traceback text of an exception a hook raised, from where it was caught."""
-    return "".join(traceback.format_exception(exc))
+    """Return the traceback text of an exception a hook raised, from the hook down.
+
+    The engine's frames above the hook (the functions that called it and caught the
+    exception), in the exception and in those it was raised from or while handling,
+    are left out: compiled (`SESSIONIZER_HOT_PATH=compiled`) they are not Python
+    frames, and a dead letter's bytes are the same on both paths.
+    """
+    chain: list[tuple[BaseException, TracebackType | None]] = []
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if any(item is seen for seen, _ in chain):
+            continue
+        chain.append((item, item.__traceback__))
+        todo += [e for e in (item.__cause__, item.__context__) if e is not None]
+        if isinstance(item, BaseExceptionGroup):
+            todo += item.exceptions
+    try:  # the hook's part of each traceback, for as long as it takes to format them
+        for item, tb in chain:
+            while tb is not None and tb.tb_frame.f_globals.get("__name__") in _CALLERS:
+                tb = tb.tb_next
+            item.__traceback__ = tb
+        return "".join(traceback.format_exception(exc))
+    finally:
+        for item, tb in chain:
+            item.__traceback__ = tb

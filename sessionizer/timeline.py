@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
+from mypy_extensions import mypyc_attr
+
 from framework.kernel.fragment import Fragment
 from sessionizer.errors import SessionNotOpen
 from sessionizer.processor import Timing
@@ -231,6 +233,50 @@ class Segment:
         ]
 
     @classmethod
+    def moved(
+        cls,
+        head: tuple[int, int, int, bool],
+        at: tuple[int, int | None],
+        members: Sequence[Member],
+        state: Any = None,
+        failure: Failure | None = None,
+    ) -> Segment:
+        """A session moved from another stream (docs/resize.md), in this stream's offsets.
+
+        `head` is (first_ts, folded count, tail_ts, tail_end) of its folded part, which
+        stands at offset `at[0]` (read when stream time was `at[1]`); `members` are its raw
+        fragments, at their own offsets here, in event-time order.
+        """
+        first_ts, folded, tail_ts, tail_end = head
+        if not folded:
+            segment = cls(members[0])
+            for member in members[1:]:
+                segment.append(member)
+            segment.failure = failure
+            return segment
+        offset, before = at
+        segment = cls((0, offset, False, before, _NO_FRAGMENT))
+        segment.raw = list(members) if members else ()
+        segment.first_ts, segment.folded, segment.state, segment.failure = (
+            first_ts, folded, state, failure,
+        )  # fmt: skip
+        # Every folded fragment stands at the head's offset: deltas of 0 after the first.
+        offsets = _varint(offset << 1) + bytes(folded - 1)
+        segment.offsets = offsets if len(offsets) < _SHORT_OFFSETS else bytearray(offsets)
+        segment.tail_ts, segment.tail_offset, segment.tail_end = tail_ts, offset, tail_end
+        segment.opener_offset, segment.opener_time = offset, before
+        segment.rebound()
+        return segment
+
+    def rebound(self) -> None:
+        """Recompute the first and last offsets from the members (after held ones joined)."""
+        offsets = [member[1] for member in self.raw]
+        if self.folded:
+            folded = list(self.folded_offsets())
+            offsets += [min(folded), max(folded)]
+        self.first_offset, self.last_offset = min(offsets), max(offsets)
+
+    @classmethod
     def restore_state(
         cls, data: Sequence[Any], load: Callable[[bytes], Any], key: str = ""
     ) -> Segment:
@@ -258,7 +304,8 @@ class Segment:
         return segment
 
 
-class KeyTimeline(list[Segment]):
+@mypyc_attr(native_class=False)  # compiled (SESSIONIZER_HOT_PATH): a list subclass stays a
+class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as non-native
     """The open sessions of one key, in event-time order (itself the list: one object less
     per open key)."""
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from framework.kernel.compiled import package_path
+
+# SESSIONIZER_HOT_PATH=compiled: the mypyc build's modules of this package are found first
+# (framework.kernel.compiled); before anything of the package is imported.
+__path__ = package_path(__name__, __path__)
+
 from state.errors import (
     CommitUncertainError,
     CorruptStateError,

@@ -31,6 +31,7 @@ from typing import Any, Final, Literal, Protocol, TypeGuard
 
 import msgpack
 
+from framework.kernel.errors import StreamError
 from framework.kernel.safe_json import loads_object
 from state.errors import StateError
 from state.record import MAX_OFFSET
@@ -60,14 +61,13 @@ _CHECKSUM: Final = re.compile(r"[0-9a-f]{0,128}")
 Reason = Literal["missing", "stale", "corrupt", "unreadable"]
 
 
-class HandoverMissing(StateError):
+class HandoverMissing(StateError, StreamError):
     """No usable handover record for the stream: it replays from its safe offset."""
 
     def __init__(self, stream: str, reason: Reason, detail: str) -> None:
-        self.stream = stream
         self.reason: Reason = reason
         self.detail = detail
-        super().__init__(f"stream {stream}: handover {reason} ({detail}); replaying instead")
+        super().__init__(stream, f"handover {reason} ({detail}); replaying instead")
 
 
 def checksum(data: bytes) -> str:

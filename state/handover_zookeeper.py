@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -25,22 +24,15 @@ from framework.kernel.safe_json import loads_object
 from state.errors import StateError
 from state.handover import HandoverPointer
 from state.store import BATCH_WRITES
+from state.zookeeper_store import StreamZnodes, all_written
 
 __all__ = ["ZooKeeperPointers"]
 
 _ATTEMPTS: Final = 5
 
 
-class ZooKeeperPointers:
+class ZooKeeperPointers(StreamZnodes):
     """Handover pointers in the data of `<parent>/<stream>` (the `active_streams` znodes)."""
-
-    def __init__(self, client: KazooClient, parent: str) -> None:
-        self.client = client
-        self.parent = parent
-
-    def path(self, stream: str) -> str:
-        """The znode whose data holds the stream's pointer."""
-        return f"{self.parent}/{stream}"
 
     def write(self, stream: str, pointer: HandoverPointer) -> None:
         """Store the pointer in the stream's registration; `StateError` if that fails."""
@@ -81,12 +73,8 @@ class ZooKeeperPointers:
 
     def _set_all(self, batch: list[tuple[str, bytes, int]], deadline: float) -> bool:
         """One all-or-nothing multi-operation; False if a version moved (nothing written)."""
-        transaction = self.client.transaction()
-        for stream, data, version in batch:
-            transaction.set_data(self.path(stream), data, version=version)
-        pending = transaction.commit_async()
-        results = pending.get(timeout=max(0.0, deadline - time.monotonic()))
-        return not any(isinstance(result, Exception) for result in results)
+        pending = self.versioned_sets(batch).commit_async()
+        return all_written(pending.get(timeout=max(0.0, deadline - time.monotonic())))
 
     def _write_alone(
         self, stream: str, pointer: HandoverPointer, deadline: float

@@ -10,8 +10,9 @@ ZooKeeper identity (NoAuth: wrong or missing --zk-auth) raises
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -24,19 +25,37 @@ from kazoo.exceptions import (
 from framework.kernel.zookeeper import refused
 from state.errors import CommitUncertainError, FencedError, StateError
 
-__all__ = ["ZooKeeperRecords"]
+__all__ = ["StreamZnodes", "ZooKeeperRecords", "all_written"]
 
 
-class ZooKeeperRecords:
-    """Reads and version-checked writes of `<parent>/<stream>` znodes."""
+class StreamZnodes:
+    """One znode per stream, `<parent>/<stream>`: what the state records and the handover
+    pointers (`state.handover_zookeeper`) are kept in."""
 
     def __init__(self, client: KazooClient, parent: str) -> None:
         self.client = client
         self.parent = parent
 
     def path(self, stream: str) -> str:
-        """The znode of one stream's record."""
+        """The znode of one stream."""
         return f"{self.parent}/{stream}"
+
+    def versioned_sets(self, writes: Sequence[tuple[str, bytes, int]]) -> TransactionRequest:
+        """One multi-operation (not yet committed) that sets each `(stream, data, version)`
+        znode if it is still at that version: all are written, or none."""
+        transaction = self.client.transaction()
+        for stream, data, version in writes:
+            transaction.set_data(self.path(stream), data, version=version)
+        return transaction
+
+
+def all_written(results: Sequence[Any]) -> bool:
+    """Whether a committed `versioned_sets` wrote (no BadVersion or NoNode: nothing written)."""
+    return not any(isinstance(result, Exception) for result in results)
+
+
+class ZooKeeperRecords(StreamZnodes):
+    """Reads and version-checked writes of `<parent>/<stream>` znodes."""
 
     def read(self, stream: str) -> tuple[bytes, int]:
         """Return the record's bytes and version."""
@@ -55,14 +74,11 @@ class ZooKeeperRecords:
 
     def write_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int] | None:
         """Write every record if each is at its expected version (one multi-operation)."""
-        transaction = self.client.transaction()
-        for stream, data, expected in writes:
-            transaction.set_data(self.path(stream), data, version=expected)
         try:
-            results = transaction.commit()
+            results = self.versioned_sets(writes).commit()
         except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
             raise CommitUncertainError(writes[0][0], f"{len(writes)} streams: {exc!r}") from exc
-        if any(isinstance(result, Exception) for result in results):
+        if not all_written(results):
             return None  # BadVersion / NoNode somewhere: nothing was written
         return [int(stat.version) for stat in results]
 

@@ -9,10 +9,8 @@ addresses and run inside a named network namespace (`host`, `kafka_host`,
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
-from types import TracebackType
 from typing import Literal
 
 import structlog
@@ -27,14 +25,15 @@ from framework.cluster.process import (
     java,
     retry_taken_ports,
     running_state,
-    server_records,
     stop_recorded,
     stop_together,
     wait_until,
+    write_state,
 )
 from framework.cluster.security import ClusterSecurity
 from framework.cluster.zookeeper_server import ZooKeeperNode, zookeeper_mode
 from framework.kernel.errors import ClusterError
+from framework.kernel.lifecycle import Lifecycle
 
 __all__ = ["STATE_FILE", "LocalCluster", "running_cluster", "stop_cluster_dir"]
 
@@ -42,7 +41,7 @@ STATE_FILE = "cluster.json"
 _log = structlog.get_logger("sessionizer.cluster")
 
 
-class LocalCluster:
+class LocalCluster(Lifecycle):
     """ZooKeeper (1 or 3 servers) and Kafka KRaft (0, 1 or 3 nodes) under one directory.
 
     Use as a context manager; every server it started is stopped on exit, also
@@ -229,15 +228,10 @@ class LocalCluster:
         stop_together(zookeepers)
         (self.directory / STATE_FILE).unlink(missing_ok=True)
 
-    def __enter__(self) -> LocalCluster:
-        return self.up()
+    def _open(self) -> None:
+        self.up()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.down()
 
     # -- one server, for fault tests ------------------------------------------------------
@@ -313,14 +307,14 @@ class LocalCluster:
         wait_until(serving, self._ready_timeout, f"{name} to serve", interval=0.25)
 
     def _write_state(self) -> None:
-        state = {
-            "zk_connect": self.zk_connect,
-            "bootstrap": self.bootstrap,
-            "netns": self.netns,
-            "secure": self.security is not None,  # its material: <dir>/security
-            "servers": server_records(self._processes),
-        }
-        (self.directory / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+        write_state(
+            self.directory / STATE_FILE,
+            self._processes,
+            zk_connect=self.zk_connect,
+            bootstrap=self.bootstrap,
+            netns=self.netns,
+            secure=self.security is not None,  # its material: <dir>/security
+        )
 
 
 def running_cluster(directory: Path | str) -> dict[str, str] | None:

@@ -38,12 +38,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Literal
 
 import structlog
 
+from framework.cluster.process import is_zombie
 from framework.kernel.errors import ClusterError, InvalidArgument, InvalidSetting
+from framework.kernel.lifecycle import Lifecycle
 
 __all__ = [
     "CutTarget",
@@ -253,7 +254,7 @@ def unavailable() -> str | None:
 
 
 @dataclass
-class NetworkLab:
+class NetworkLab(Lifecycle):
     """A server namespace and one namespace per node, joined by a bridge; a context manager.
 
     `cut(node, from_=...)` separates a node from ZooKeeper, Kafka or both;
@@ -309,16 +310,10 @@ class NetworkLab:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def __enter__(self) -> NetworkLab:
+    def _open(self) -> None:
         self.build()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.close()
 
     def build(self) -> None:
@@ -405,13 +400,6 @@ def _kill_inside(namespace: str, timeout: float = 10.0) -> None:
     for pid in pids:
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             # A killed child of ours stays a zombie until reaped; that holds no namespace.
-            if _zombie(pid):
+            if is_zombie(pid):
                 break
             time.sleep(0.05)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True

@@ -25,15 +25,16 @@ __all__ = [
     "ServerProcess",
     "check_started",
     "free_ports",
+    "is_zombie",
     "java",
     "pid_alive",
     "port_taken",
     "retry_taken_ports",
     "running_state",
-    "server_records",
     "stop_recorded",
     "stop_together",
     "wait_until",
+    "write_state",
 ]
 
 _PR_SET_PDEATHSIG = 1
@@ -87,15 +88,15 @@ def pid_alive(pid: int, marker: str | None = None) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return False
-    return marker.encode() in cmdline and not _is_zombie(pid)
+    return marker.encode() in cmdline and not is_zombie(pid)
 
 
-def _is_zombie(pid: int) -> bool:
+def is_zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped (also when /proc has no readable entry)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
         return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def _die_with_parent() -> None:
@@ -223,12 +224,14 @@ def check_started(process: ServerProcess) -> None:
     )
 
 
-def server_records(processes: Mapping[str, ServerProcess]) -> list[dict[str, Any]]:
-    """What a state file records of each server: name, pid and directory."""
-    return [
+def write_state(path: Path, processes: Mapping[str, ServerProcess], **fields: Any) -> None:
+    """Write the state file at `path`: `fields`, then each server's name, pid and directory,
+    so that another process finds them (`running_state`) and stops them (`stop_recorded`)."""
+    servers = [
         {"name": name, "pid": p.pid, "directory": str(p.log_path.parent)}
         for name, p in processes.items()
     ]
+    path.write_text(json.dumps({**fields, "servers": servers}, indent=2) + "\n")
 
 
 def running_state(path: Path) -> dict[str, Any] | None:

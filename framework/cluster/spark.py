@@ -20,7 +20,6 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.error import URLError
 from urllib.request import urlopen
@@ -34,12 +33,13 @@ from framework.cluster.process import (
     java,
     retry_taken_ports,
     running_state,
-    server_records,
     stop_recorded,
     stop_together,
     wait_until,
+    write_state,
 )
 from framework.kernel.errors import ClusterError
+from framework.kernel.lifecycle import Lifecycle
 
 __all__ = [
     "SPARK_STATE_FILE",
@@ -90,7 +90,7 @@ def fetch_json(url: str, timeout: float = 5.0) -> Any:
         return None
 
 
-class SparkStandalone:
+class SparkStandalone(Lifecycle):
     """A Spark standalone master and `workers` workers on free loopback ports.
 
     Use as a context manager; every JVM it started is stopped on exit, also on
@@ -200,15 +200,10 @@ class SparkStandalone:
             self._processes["spark-master"].stop(timeout=20)
         (self.directory / SPARK_STATE_FILE).unlink(missing_ok=True)
 
-    def __enter__(self) -> SparkStandalone:
-        return self.start()
+    def _open(self) -> None:
+        self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.stop()
 
     # -- internals --------------------------------------------------------------------
@@ -290,13 +285,13 @@ class SparkStandalone:
         return alive
 
     def _write_state(self) -> None:
-        state = {
-            "master_url": self.master_url,
-            "webui_url": self.webui_url,
-            "workers": self.workers,
-            "servers": server_records(self._processes),
-        }
-        (self.directory / SPARK_STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+        write_state(
+            self.directory / SPARK_STATE_FILE,
+            self._processes,
+            master_url=self.master_url,
+            webui_url=self.webui_url,
+            workers=self.workers,
+        )
 
 
 def running_spark(directory: Path | str) -> dict[str, Any] | None:

@@ -12,28 +12,16 @@ from pathlib import Path
 from types import FrameType
 
 from framework.cluster.artifacts import resolve_artifacts
-from framework.commands.options import EnvDefault, require_addresses
+from framework.commands.options import Command, EnvDefault, require_addresses
 from framework.kernel.client_settings import read_kafka_properties
 from router.naming import sessions_topic
 
 __all__ = ["add_parser"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `aggregate`."""
+def _options(parser: argparse.ArgumentParser) -> None:
     from sessionizer.aggregation.config import DEFAULT_MASTER, DEFAULT_WATERMARK
 
-    parser = subparsers.add_parser(
-        "aggregate",
-        parents=[common],
-        help="figures per hour and site over the finished sessions (PySpark)",
-        description="Read <app>.sessions with Spark's Kafka source, drop duplicate session ids "
-        "and compute per hour (UTC) and site: sessions, visitors, mean and p95 duration, pages "
-        "per session, bounce rate, and the top landing pages.  Without --once, a streaming "
-        "query that resumes from its checkpoint under --out; stop it with Ctrl-C.",
-    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--once", action="store_true", help="one batch over everything in the topic, then exit"
@@ -63,7 +51,6 @@ def add_parser(
         f"[env: SESSIONIZER_AGGREGATE_WATERMARK] (default: {DEFAULT_WATERMARK})",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,3 +109,16 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+AGGREGATE = Command(
+    "aggregate",
+    run,
+    help="figures per hour and site over the finished sessions (PySpark)",
+    description="Read <app>.sessions with Spark's Kafka source, drop duplicate session ids "
+    "and compute per hour (UTC) and site: sessions, visitors, mean and p95 duration, pages "
+    "per session, bounce rate, and the top landing pages.  Without --once, a streaming "
+    "query that resumes from its checkpoint under --out; stop it with Ctrl-C.",
+    options=_options,
+)
+add_parser = AGGREGATE.register

@@ -16,25 +16,12 @@ from framework.cluster.spark import (
     start_spark_dir,
     stop_spark_dir,
 )
-from framework.commands.options import EnvDefault
+from framework.commands.options import Command, EnvDefault, Group
 
 __all__ = ["add_parser"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `cluster up` and `cluster down`."""
-    parser = subparsers.add_parser("cluster", help="start or stop a local ZooKeeper + Kafka")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    up = actions.add_parser(
-        "up",
-        parents=[common],
-        help="start real ZooKeeper and Kafka JVMs; prints export lines for eval",
-        description='Starts the servers and returns when they serve. Use as: eval "$(sessionizer '
-        'cluster up)". Progress goes to stderr, the export lines to stdout (the addresses, '
-        "and SESSIONIZER_CLUSTER_DIR for `cluster down`).",
-    )
+def _up_options(up: argparse.ArgumentParser) -> None:
     _dir_option(up)
     up.add_argument("--zookeepers", type=int, choices=[1, 3], default=1)
     up.add_argument("--brokers", type=int, choices=[1, 3], default=1)
@@ -53,17 +40,6 @@ def add_parser(
         help="also start a Spark standalone master and N workers (JVMs from pyspark's own jars) "
         "and print export SESSIONIZER_SPARK_MASTER=spark://..., which `aggregate` then uses",
     )
-    up.set_defaults(run=run_up)
-    down = actions.add_parser(
-        "down",
-        parents=[common],
-        help="stop the local cluster",
-        description='Stops the servers `cluster up` started in --dir (`eval "$(sessionizer '
-        'cluster up)"` exports SESSIONIZER_CLUSTER_DIR for it); exits 1 if no cluster was '
-        "ever started there.",
-    )
-    _dir_option(down)
-    down.set_defaults(run=run_down)
 
 
 def _dir_option(parser: argparse.ArgumentParser) -> None:
@@ -188,3 +164,30 @@ def run_down(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+CLUSTER = Group(
+    "cluster",
+    help="start or stop a local ZooKeeper + Kafka",
+    actions=(
+        Command(
+            "up",
+            run_up,
+            help="start real ZooKeeper and Kafka JVMs; prints export lines for eval",
+            description='Starts the servers and returns when they serve. Use as: eval "$('
+            'sessionizer cluster up)". Progress goes to stderr, the export lines to stdout (the '
+            "addresses, and SESSIONIZER_CLUSTER_DIR for `cluster down`).",
+            options=_up_options,
+        ),
+        Command(
+            "down",
+            run_down,
+            help="stop the local cluster",
+            description='Stops the servers `cluster up` started in --dir (`eval "$(sessionizer '
+            'cluster up)"` exports SESSIONIZER_CLUSTER_DIR for it); exits 1 if no cluster was '
+            "ever started there.",
+            options=_dir_option,
+        ),
+    ),
+)
+add_parser = CLUSTER.register

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from framework.commands.options import connection_from_args
+from framework.commands.options import Command, connection_from_args
 from framework.dead_letters import (
     DeadLetterError,
     Lost,
@@ -39,16 +39,7 @@ from sessionizer.sinks import PAYLOAD_REFERENCE, UnsendableSession, encode_sessi
 __all__ = ["add_parser"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `deadletters` with its `show` and `replay` actions."""
-    parser = subparsers.add_parser(
-        "deadletters",
-        parents=[common],
-        help="list, show and replay the dead letters",
-        description="Reads <app>.deadletter up to its current end (docs/deadletters.md).",
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action", nargs="?", choices=("list", "show", "replay"), default="list", help="list"
     )
@@ -57,7 +48,6 @@ def add_parser(
     parser.add_argument("--reason", help="only this reason (`late`, `hook:update`, `hook:*`...)")
     parser.add_argument("--stream", help="only this stream")
     parser.add_argument("--processor", help="replay: the fixed processor, MODULE:CLASS")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -247,3 +237,13 @@ def _send(connection: ConnectionConfig, sessions: list[FinishedSession]) -> None
 
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+DEADLETTERS = Command(
+    "deadletters",
+    run,
+    help="list, show and replay the dead letters",
+    description="Reads <app>.deadletter up to its current end (docs/deadletters.md).",
+    options=_options,
+)
+add_parser = DEADLETTERS.register

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from framework.commands.options import Command
 from framework.demo_story import DemoPlan, run_demo, say
 from framework.kernel.client_settings import read_kafka_properties
 from framework.kernel.errors import ConfigError
@@ -19,19 +20,7 @@ from router.format_registry import FORMATS, load_format
 __all__ = ["add_parser", "plan_from_args"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `demo`."""
-    parser = subparsers.add_parser(
-        "demo",
-        parents=[common],
-        help="run the whole story on a fresh local cluster, then stop it",
-        description="Starts ZooKeeper and Kafka, 3 nodes, produces traffic, kills a node with "
-        "kill -9 half-way, and verifies that no session was lost or changed. Every client "
-        "it makes or starts uses --kafka-client and --kafka-config; --zk, --bootstrap, --app "
-        "and --zk-auth do not apply (its cluster is its own, its app `demo`).",
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sessions", type=int, default=3000, help="generated visits (default 3000)"
     )
@@ -51,7 +40,6 @@ def add_parser(
         default=Path("demo-output"),
         help="servers' data, node logs, the aggregates and the chart (default: ./demo-output)",
     )
-    parser.set_defaults(run=run)
 
 
 def plan_from_args(args: argparse.Namespace) -> DemoPlan:
@@ -75,3 +63,16 @@ def run(args: argparse.Namespace) -> int:
     verification = run_demo(plan_from_args(args))
     say(verification.line())
     return 0 if verification.exact else 1
+
+
+DEMO = Command(
+    "demo",
+    run,
+    help="run the whole story on a fresh local cluster, then stop it",
+    description="Starts ZooKeeper and Kafka, 3 nodes, produces traffic, kills a node with "
+    "kill -9 half-way, and verifies that no session was lost or changed. Every client "
+    "it makes or starts uses --kafka-client and --kafka-config; --zk, --bootstrap, --app "
+    "and --zk-auth do not apply (its cluster is its own, its app `demo`).",
+    options=_options,
+)
+add_parser = DEMO.register

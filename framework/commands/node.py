@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from balancer.config import BALANCE_POLICIES
-from framework.commands.options import EnvDefault, connection_from_args, require_streams
+from framework.commands.options import Command, EnvDefault, connection_from_args, require_streams
 from framework.kernel.errors import ConfigError
 from framework.node.config import DELIVERIES, NodeConfig, default_node_id
 from framework.node.node import Node
@@ -17,20 +17,7 @@ __all__ = ["add_parser"]
 SWITCH = ("on", "off")
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `node`."""
-    parser = subparsers.add_parser(
-        "node",
-        parents=[common],
-        help="run one consumer node until SIGTERM/SIGINT",
-        description="Claims a fair share of the app's streams, sessionizes them with the "
-        "processor, writes finished sessions to <app>.sessions. SIGTERM/SIGINT: commit, "
-        "release (or drain) and exit 0 within the session timeout + 5 s (exit 3 if that "
-        "deadline passes); a second signal exits at once (130); an unexpected error commits "
-        "nothing more and exits 1.",
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--processor",
         default=EnvDefault("SESSIONIZER_PROCESSOR", required=True),
@@ -87,7 +74,6 @@ def add_parser(
         "from the safe offset as after a crash (off) [env: SESSIONIZER_HANDOVER] (default on)",
     )
     _add_balance_options(parser)
-    parser.set_defaults(run=run)
 
 
 def _switch(flag: str, value: str) -> bool:
@@ -145,3 +131,17 @@ def run(args: argparse.Namespace) -> int:
     require_streams(config.connection)  # else the node would wait for ever for streams
     check_session_timeout(config.connection, config.session_timeout)
     return run_until_signalled(node)
+
+
+NODE = Command(
+    "node",
+    run,
+    help="run one consumer node until SIGTERM/SIGINT",
+    description="Claims a fair share of the app's streams, sessionizes them with the "
+    "processor, writes finished sessions to <app>.sessions. SIGTERM/SIGINT: commit, "
+    "release (or drain) and exit 0 within the session timeout + 5 s (exit 3 if that "
+    "deadline passes); a second signal exits at once (130); an unexpected error commits "
+    "nothing more and exits 1.",
+    options=_options,
+)
+add_parser = NODE.register

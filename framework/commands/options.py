@@ -1,19 +1,25 @@
-"""Options every command shares, each with its environment variable shown in --help.
+"""Options every command shares, each with its environment variable shown in --help,
+and how a command is declared (`Command`, `Group`).
 
 An option backed by an environment variable has an `EnvDefault` as its default:
 the variable is read and converted (the option's `type`, `choices`) when the
 command line is parsed, never while the parser is built, so one bad value fails
 only the command that uses it, with argparse's one-line error naming the
 variable, and `--help` always works.
+
+A command module declares its command as a `Command` (name, texts, its own
+options, what runs it) or a `Group` of actions, and its `add_parser(subparsers,
+common)`, which `framework.cli` calls, registers it: with the shared options of
+`common_parser()` and its `run` as the parsed arguments' `run`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from framework.kernel.client_settings import read_kafka_properties, read_zk_auth
 from framework.kernel.config import DEFAULT_APP, ConnectionConfig
@@ -23,8 +29,11 @@ from framework.logging import LOG_FORMATS, LOG_LEVELS
 from router.registry import app_stream_count
 
 __all__ = [
+    "Command",
     "CommandParser",
     "EnvDefault",
+    "Group",
+    "Subparsers",
     "common_parser",
     "connection_from_args",
     "require_addresses",
@@ -103,6 +112,50 @@ class CommandParser(argparse.ArgumentParser):
             except InvalidSetting as exc:
                 self.error(f"{default.variable}={raw!r}: {exc}")
         return parsed, rest
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""Where a command is added: what `add_parser(subparsers, common)` is given."""
+
+
+def _no_options(parser: argparse.ArgumentParser) -> None:
+    """A command with only the shared options."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command (or one action of a `Group`): its name and texts, its own options
+    (`options(parser)` adds them) and what runs it (`run(args)`, the exit code)."""
+
+    name: str
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    description: str | None = None
+    options: Callable[[argparse.ArgumentParser], None] = _no_options
+
+    def register(self, subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+        """Add the command, with the shared options of `common` (`common_parser()`)."""
+        parser = subparsers.add_parser(
+            self.name, parents=[common], help=self.help, description=self.description
+        )
+        self.options(parser)
+        parser.set_defaults(run=self.run)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command that is one of its actions (`cluster up`, `cluster down`): `args.action`."""
+
+    name: str
+    help: str
+    actions: tuple[Command, ...]
+
+    def register(self, subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+        """Add the command and each of its actions."""
+        parser = subparsers.add_parser(self.name, help=self.help)
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        for action in self.actions:
+            action.register(actions, common)
 
 
 def common_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from framework.commands.options import EnvDefault, connection_from_args
+from framework.commands.options import Command, EnvDefault, Subparsers, connection_from_args
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import app_client
@@ -33,13 +33,13 @@ from router.wire import producer_problem
 __all__ = ["add_parser"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
+def add_parser(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     """Register `produce` and `generate`."""
-    produce = subparsers.add_parser(
-        "produce", parents=[common], help="parse a log file and route its fragments to streams"
-    )
+    for command in (PRODUCE, GENERATE):
+        command.register(subparsers, common)
+
+
+def _produce_options(produce: argparse.ArgumentParser) -> None:
     produce.add_argument("file", help="input file, or - for standard input")
     produce.add_argument(
         "--format",
@@ -57,14 +57,12 @@ def add_parser(
         f"time; {DEFAULT_SYSLOG_YEAR} for standard input)",
     )
     _shared_options(produce)
-    produce.set_defaults(run=run_produce)
-    generate = subparsers.add_parser(
-        "generate", parents=[common], help="route deterministic synthetic web traffic to streams"
-    )
+
+
+def _generate_options(generate: argparse.ArgumentParser) -> None:
     generate.add_argument("--sessions", type=int, required=True, help="number of visits")
     generate.add_argument("--seed", type=int, default=1, help="random seed (default: 1)")
     _shared_options(generate)
-    generate.set_defaults(run=run_generate)
 
 
 def _shared_options(parser: argparse.ArgumentParser) -> None:
@@ -184,3 +182,17 @@ def run_generate(args: argparse.Namespace) -> int:
         )
     _report(stats, args.json)
     return 0
+
+
+PRODUCE = Command(
+    "produce",
+    run_produce,
+    help="parse a log file and route its fragments to streams",
+    options=_produce_options,
+)
+GENERATE = Command(
+    "generate",
+    run_generate,
+    help="route deterministic synthetic web traffic to streams",
+    options=_generate_options,
+)

@@ -8,24 +8,17 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from framework.commands.options import connection_from_args, require_streams
+from framework.commands.options import Command, connection_from_args, require_streams
 from framework.sessions import read_sessions
 
 __all__ = ["add_parser", "print_sessions"]
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
-    """Register `sessions`."""
-    parser = subparsers.add_parser(
-        "sessions", parents=[common], help="print the finished sessions so far and exit"
-    )
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON session per line")
     parser.add_argument(
         "--all", action="store_true", help="keep replayed duplicates (default: one per id)"
     )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,3 +55,9 @@ def print_sessions(
                 file=out,
             )
     out.flush()
+
+
+SESSIONS = Command(
+    "sessions", run, help="print the finished sessions so far and exit", options=_options
+)
+add_parser = SESSIONS.register

@@ -42,6 +42,7 @@ from framework.commands.options import connection_from_args
 from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import app_client, root_acl_kind
+from framework.node.resize_link import resize_line, resize_progress
 from framework.progress import state_columns
 from router.registry import streams_for
 
@@ -125,6 +126,7 @@ class StatusReader:
         )
         for row in status["streams"]:
             row["lag"] = stream_lag(row)
+        status["resize"] = resize_progress(self._client, paths)
         status["errors"] = self._errors
         return status
 
@@ -139,7 +141,9 @@ def render(status: dict[str, Any], output: str) -> str:
     """The status as `output` (one of `OUTPUTS`) prints it."""
     if output == "json":
         return json.dumps(status, sort_keys=True)
-    return format_table(status, wide=output == "wide")
+    table = format_table(status, wide=output == "wide")
+    progress = status.get("resize")
+    return f"{table}\n{resize_line(progress)}" if progress else table
 
 
 def frame(text: str, *, now: datetime, terminal: bool) -> str:

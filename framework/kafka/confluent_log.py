@@ -24,9 +24,6 @@ _METADATA_WAIT_S: Final = 1.0
 class ConfluentKeyedLog(KeyedLogBase):
     """The keyed log through confluent-kafka (librdkafka)."""
 
-    # The reader, kept between reads; set on the instance when first opened.
-    _reader: Any = None
-
     def _warm(self, timeout: float) -> None:
         # Why this may fail is reported by the write or read that needs it (it retries).
         with suppress(ClientError), CONFLUENT:
@@ -37,22 +34,19 @@ class ConfluentKeyedLog(KeyedLogBase):
 
     def _opened(self) -> Any:
         """The producer, created at the first call (the warm-up thread or a write)."""
-        with self._lock:
-            if self._closed:
-                raise ClientError(f"topic {self.topic}: its producer is closed")
-            if self._producer is None:
-                self._producer = Producer(
-                    {
-                        "bootstrap.servers": self.bootstrap,
-                        "client.id": f"{self.client_id}-handover",
-                        "logger": librdkafka_logger(),  # its lines as log records
-                        "acks": "all",
-                        "message.max.bytes": self.max_request_bytes,
-                        # The user's properties last: theirs win (the reserved ones cannot be set).
-                        **self.properties,
-                    }
-                )
-            return self._producer
+        return self._kept_producer(
+            lambda: Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "client.id": f"{self.client_id}-handover",
+                    "logger": librdkafka_logger(),  # its lines as log records
+                    "acks": "all",
+                    "message.max.bytes": self.max_request_bytes,
+                    # The user's properties last: theirs win (the reserved ones cannot be set).
+                    **self.properties,
+                }
+            )
+        )
 
     def write_many(
         self, records: Sequence[tuple[bytes, bytes]], timeout: float
@@ -126,26 +120,23 @@ class ConfluentKeyedLog(KeyedLogBase):
     def _reading(self) -> Any:
         """One consumer kept for every read (assigned at each record's offset), so an
         assignment of many streams pays for one consumer's start-up, not one each."""
-        with self._lock:
-            if self._closed:
-                raise ClientError(f"record unreadable: the reader of {self.topic} is closed")
-            if self._reader is None:
-                self._reader = Consumer(
-                    {
-                        "bootstrap.servers": self.bootstrap,
-                        "client.id": f"{self.client_id}-handover-reader",
-                        "logger": librdkafka_logger(),  # its lines as log records
-                        "group.id": f"{self.client_id}-handover-unused",
-                        "enable.auto.commit": False,
-                        "enable.partition.eof": False,
-                        # A fetch the broker holds at the end of the topic would delay the
-                        # next read's fetch by up to this (librdkafka's default: 500 ms).
-                        "fetch.wait.max.ms": _READER_WAIT_MS,
-                        # The user's properties last: theirs win (the reserved ones cannot be set).
-                        **self.properties,
-                    }
-                )
-            return self._reader
+        return self._kept_reader(
+            lambda: Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "client.id": f"{self.client_id}-handover-reader",
+                    "logger": librdkafka_logger(),  # its lines as log records
+                    "group.id": f"{self.client_id}-handover-unused",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": False,
+                    # A fetch the broker holds at the end of the topic would delay the
+                    # next read's fetch by up to this (librdkafka's default: 500 ms).
+                    "fetch.wait.max.ms": _READER_WAIT_MS,
+                    # The user's properties last: theirs win (the reserved ones cannot be set).
+                    **self.properties,
+                }
+            )
+        )
 
     def _unassign(self) -> None:
         """Stop the reader fetching in the background until the next read (a broken one goes)."""

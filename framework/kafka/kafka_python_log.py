@@ -35,23 +35,22 @@ class KafkaPythonKeyedLog(KeyedLogBase):
 
     def _opened(self, timeout: float) -> Any:
         """The producer, created at the first call (the warm-up thread or a write)."""
-        with self._lock:
-            if self._closed:
-                raise ClientError(f"topic {self.topic}: its producer is closed")
-            if self._producer is None:
-                with CLIENT:
-                    self._producer = KafkaProducer(
-                        **kafka_python_config(
-                            self.properties,
-                            KafkaProducer.DEFAULT_CONFIG,
-                            bootstrap_servers=self.bootstrap,
-                            client_id=f"{self.client_id}-handover",
-                            acks="all",
-                            max_request_size=self.max_request_bytes,
-                            max_block_ms=int(timeout * 1000),
-                        )
+
+        def make() -> Any:
+            with CLIENT:
+                return KafkaProducer(
+                    **kafka_python_config(
+                        self.properties,
+                        KafkaProducer.DEFAULT_CONFIG,
+                        bootstrap_servers=self.bootstrap,
+                        client_id=f"{self.client_id}-handover",
+                        acks="all",
+                        max_request_size=self.max_request_bytes,
+                        max_block_ms=int(timeout * 1000),
                     )
-            return self._producer
+                )
+
+        return self._kept_producer(make)
 
     def write_many(
         self, records: Sequence[tuple[bytes, bytes]], timeout: float
@@ -113,20 +112,20 @@ class KafkaPythonKeyedLog(KeyedLogBase):
     def _reading(self) -> tuple[Any, Any]:
         """The reader and its partition: one consumer kept for every read (a seek each), so an
         assignment of many streams pays for one consumer's start-up, not one each."""
-        with self._lock:  # created by the warm-up thread or the loop, then used by the loop only
-            if self._closed:
-                raise ClientError(f"record unreadable: the reader of {self.topic} is closed")
-            if self._reader is None:
-                partition = TopicPartition(self.topic, 0)
-                reader = consumer.assigned_consumer(
-                    self.bootstrap,
-                    f"{self.client_id}-handover-reader",
-                    self.properties,
-                    fetch_max_wait_ms=_READER_WAIT_MS,  # see `ConfluentKeyedLog._reading`
-                )
-                reader.assign([partition])
-                self._reader = (reader, partition)
-            return self._reader
+
+        def make() -> tuple[Any, Any]:
+            partition = TopicPartition(self.topic, 0)
+            reader = consumer.assigned_consumer(
+                self.bootstrap,
+                f"{self.client_id}-handover-reader",
+                self.properties,
+                fetch_max_wait_ms=_READER_WAIT_MS,  # see `ConfluentKeyedLog._reading`
+            )
+            reader.assign([partition])
+            return reader, partition
+
+        kept: tuple[Any, Any] = self._kept_reader(make)
+        return kept
 
     def _close_reader(self) -> None:
         with self._lock:

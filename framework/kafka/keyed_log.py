@@ -14,10 +14,11 @@ them. Failures are `ClientError`s (`framework.kafka.errors`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from framework.kafka.errors import ClientError
 from framework.kernel.transport import resolve_transport
 
 __all__ = ["KeyedLog", "KeyedLogBase", "Unwritten", "open_keyed_log"]
@@ -82,7 +83,11 @@ def open_keyed_log(
 
 
 class KeyedLogBase:
-    """What both clients' logs share: where they write, and their background start."""
+    """What both clients' logs share: where they write, their background start, and their
+    producer and reader, each made at its first use and kept until `close`."""
+
+    # The reader, kept between reads; set on the instance when first made.
+    _reader: Any = None
 
     def __init__(
         self,
@@ -117,6 +122,24 @@ class KeyedLogBase:
 
     def _warm(self, timeout: float) -> None:
         raise NotImplementedError
+
+    def _kept_producer(self, make: Callable[[], Any]) -> Any:
+        """The producer, made by `make` at the first call (the warm-up thread or a write)."""
+        with self._lock:
+            if self._closed:
+                raise ClientError(f"topic {self.topic}: its producer is closed")
+            if self._producer is None:
+                self._producer = make()
+            return self._producer
+
+    def _kept_reader(self, make: Callable[[], Any]) -> Any:
+        """The reader, made by `make` at the first call (the warm-up thread or a read)."""
+        with self._lock:  # made by the warm-up thread or the loop, then used by the loop only
+            if self._closed:
+                raise ClientError(f"record unreadable: the reader of {self.topic} is closed")
+            if self._reader is None:
+                self._reader = make()
+            return self._reader
 
 
 def late(timeout: float) -> Unwritten:

@@ -12,13 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from framework.kernel.transport import resolve_transport
 
-__all__ = ["DeliveryFailure", "Headers", "RecordProducer", "RecordSender", "open_producer"]
+__all__ = [
+    "DeliveryFailure",
+    "Headers",
+    "RecordProducer",
+    "RecordSender",
+    "SendOptions",
+    "open_producer",
+]
 
 Headers = list[tuple[str, bytes]]
+
+
+class SendOptions(TypedDict, total=False):
+    """`RecordSender.send`'s keyword arguments, for a sender that only passes them on
+    (`**options: Unpack[SendOptions]`): the signature is written once, in the Protocol."""
+
+    headers: Headers | None
+    partition: int | None
+    timestamp_ms: int | None
+    token: object
 
 
 @dataclass(frozen=True)

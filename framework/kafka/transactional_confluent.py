@@ -1,33 +1,37 @@
-"""The transactional producer and the committed-log reader over confluent-kafka (librdkafka)."""
+"""The transactional producer and the committed-log reader over confluent-kafka (librdkafka).
+
+`ConfluentTransactional` is the layer's `ConfluentProducer` (its `send`, its
+full-queue handling) with `transactional.id` set and the transaction calls
+beside; every call into the client runs inside `framework.kafka.errors`'
+`CONFLUENT`, and `_transactional` sorts what came out by librdkafka's flags.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from framework.kafka.errors import ClientError, RecordTooLarge, SendFailed
-from framework.kafka.producer import Headers
+from framework.kafka.confluent import ConfluentProducer
+from framework.kafka.errors import CONFLUENT, ClientError
 from framework.kafka.transactional import ProducerFenced, TransactionAborted, TransactionRetriable
 from framework.kernel.kafka_settings import librdkafka_logger
 
 __all__ = ["ConfluentCommittedLog", "ConfluentTransactional"]
 
 _FENCED: Final = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-_FULL_QUEUE_WAIT_S: Final = 0.05
 _POLL_S: Final = 0.2
 
 
-def _error(exc: KafkaException) -> Any:
-    return exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-
-
-def _mapped(exc: KafkaException, doing: str) -> ClientError:
-    """librdkafka's transactional error as the layer's: fenced, abort needed, or retry."""
-    error = _error(exc)
+def _mapped(exc: ClientError, doing: str) -> ClientError:
+    """librdkafka's transactional error (`exc`'s cause) as the layer's: fenced, abort needed,
+    or retry."""
+    cause = exc.__cause__
+    args = cause.args if cause is not None else ()
+    error = args[0] if args and isinstance(args[0], KafkaError) else None
     text = f"{doing}: {exc}"
     if error is None:
         return TransactionAborted(text)
@@ -40,24 +44,29 @@ def _mapped(exc: KafkaException, doing: str) -> ClientError:
     return TransactionAborted(text)
 
 
-class ConfluentTransactional:
-    """A librdkafka producer with `transactional.id` set (idempotent, acks=all)."""
+@contextmanager
+def _transactional(doing: str) -> Iterator[None]:
+    """`with` this around a transaction call: `ProducerFenced`, `TransactionAborted` or
+    `TransactionRetriable` come out of it."""
+    try:
+        with CONFLUENT:
+            yield
+    except ClientError as exc:
+        raise _mapped(exc, doing) from exc
+
+
+class ConfluentTransactional(ConfluentProducer):
+    """A librdkafka producer with `transactional.id` set (idempotent, acks=all).
+
+    `send` is `ConfluentProducer`'s: a record refused before it is queued raises
+    `SendFailed` (`RecordTooLarge`), a fenced producer's too (its abort then says
+    fenced); a failed delivery fails the commit, so `flush` is never needed.
+    """
 
     def __init__(self, transactional_id: str, settings: Mapping[str, Any]) -> None:
         self.transactional_id = transactional_id
         self._open = False
-        self._queue_wait_s = int(str(settings.get("delivery.timeout.ms", 30_000))) / 1000
-        try:
-            self._producer = Producer(
-                {
-                    **settings,
-                    "transactional.id": transactional_id,
-                    "delivery.report.only.error": True,
-                    "logger": librdkafka_logger(),
-                }
-            )
-        except KafkaException as exc:
-            raise ClientError(str(exc)) from exc
+        super().__init__({**settings, "transactional.id": transactional_id})
 
     @property
     def in_transaction(self) -> bool:
@@ -66,83 +75,43 @@ class ConfluentTransactional:
 
     def init(self, timeout: float) -> None:
         """`init_transactions`: fences earlier producers of the id, aborts their transaction."""
-        try:
+        with _transactional(f"{self.transactional_id}: init_transactions"):
             self._producer.init_transactions(timeout)
-        except KafkaException as exc:
-            raise _mapped(exc, f"{self.transactional_id}: init_transactions") from exc
 
     def begin(self) -> None:
         """`begin_transaction` (local)."""
-        try:
+        with _transactional(f"{self.transactional_id}: begin_transaction"):
             self._producer.begin_transaction()
-        except KafkaException as exc:
-            raise _mapped(exc, f"{self.transactional_id}: begin_transaction") from exc
         self._open = True
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        headers: Headers | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        token: object = None,
-    ) -> None:
-        """Queue one record in the transaction; a full local queue is served until there is room."""
-        kwargs: dict[str, Any] = {"timestamp": timestamp_ms or 0}
-        if headers is not None:
-            kwargs["headers"] = list(headers)
-        if partition is not None:
-            kwargs["partition"] = partition
-        deadline = None
-        while True:
-            try:
-                self._producer.produce(topic, value, key, **kwargs)
-                return
-            except BufferError:
-                now = time.monotonic()
-                deadline = deadline or now + self._queue_wait_s
-                if now >= deadline:
-                    raise SendFailed("the local queue stayed full") from None
-                self._producer.poll(_FULL_QUEUE_WAIT_S)
-            except KafkaException as exc:
-                error = _error(exc)
-                if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise RecordTooLarge(str(exc)) from exc
-                if error is not None and (error.fatal() or error.code() in _FENCED):
-                    raise ProducerFenced(f"{self.transactional_id}: {exc}") from exc
-                raise SendFailed(str(exc)) from exc
 
     def commit(self, timeout: float) -> None:
         """`commit_transaction` (it flushes first); a retriable failure may be called again."""
-        try:
+        with _transactional(f"{self.transactional_id}: commit_transaction"):
             self._producer.commit_transaction(timeout)
-        except KafkaException as exc:
-            raise _mapped(exc, f"{self.transactional_id}: commit_transaction") from exc
-        self._open = False
+        self._ended()
 
     def abort(self, timeout: float) -> None:
         """`abort_transaction`: drops what is queued; nothing of it is ever committed."""
-        try:
+        with _transactional(f"{self.transactional_id}: abort_transaction"):
             self._producer.abort_transaction(timeout)
-        except KafkaException as exc:
-            raise _mapped(exc, f"{self.transactional_id}: abort_transaction") from exc
-        self._open = False
+        self._ended()
 
-    def close(self, timeout: float) -> None:
+    def _ended(self) -> None:
+        self._open = False
+        self._failures.clear()  # reported by the commit, never by a flush
+
+    def close(self, timeout: float | None = None) -> None:
         """Abort an open transaction (best effort), then stop librdkafka's threads."""
         if self._open:
             # Else the next owner's init_transactions (or the broker's timeout) aborts it.
             with suppress(ClientError):
-                self.abort(timeout)
+                self.abort(5.0 if timeout is None else timeout)
         # A fenced (fatal) producer refuses even these; it is released all the same.
-        with suppress(KafkaException):
+        with suppress(ClientError), CONFLUENT:
             self._producer.purge()
         close = getattr(self._producer, "close", None)  # confluent-kafka >= 2.13
         if close is not None:
-            with suppress(KafkaException):
+            with suppress(ClientError), CONFLUENT:
                 close()
 
 
@@ -173,23 +142,30 @@ class ConfluentCommittedLog:
 
     def latest(self, key: bytes, timeout: float) -> bytes | None:
         """The newest committed value of `key` up to the topic's high watermark as of now."""
-        deadline = time.monotonic() + timeout
         try:
-            reader = self._reading(timeout)
-            targets = self._targets(timeout)
-            while True:
-                left = [p for p, end in targets.items() if self._position(reader, p) < end]
-                if not left:
-                    return self._values.get(key)
-                if time.monotonic() >= deadline:
-                    raise ClientError(
-                        f"{self.topic}: partitions {left} not read to their end in {timeout:g} s "
-                        "(an open transaction holds them back, or Kafka is away)"
-                    )
-                self._apply(reader.poll(_POLL_S), targets)
-        except KafkaException as exc:
+            with CONFLUENT:
+                left = self._read_to_end(timeout)
+        except ClientError as exc:
             self.close()
-            raise ClientError(f"{self.topic}: unreadable ({exc})") from exc
+            raise ClientError(f"{self.topic}: unreadable ({exc})", exc.detail) from exc
+        if left:  # a fresh reader next time: this one may be stuck (a broker restart)
+            self.close()
+            raise ClientError(
+                f"{self.topic}: partitions {left} not read to their end in {timeout:g} s "
+                "(an open transaction holds them back, or Kafka is away)"
+            )
+        return self._values.get(key)
+
+    def _read_to_end(self, timeout: float) -> list[int]:
+        """Read up to the high watermarks as of now; the partitions left at the deadline."""
+        deadline = time.monotonic() + timeout
+        reader = self._reading(timeout)
+        targets = self._targets(timeout)
+        while True:
+            left = [p for p, end in targets.items() if self._position(reader, p) < end]
+            if not left or time.monotonic() >= deadline:
+                return left
+            self._apply(reader.poll(_POLL_S))
 
     def _reading(self, timeout: float) -> Any:
         if self._reader is None:
@@ -221,7 +197,7 @@ class ConfluentCommittedLog:
         (found,) = reader.position([TopicPartition(self.topic, partition)])
         return max(int(found.offset), self._eof.get(partition, -1))
 
-    def _apply(self, message: Any, targets: dict[int, int]) -> None:
+    def _apply(self, message: Any) -> None:
         if message is None:
             return
         error = message.error()
@@ -229,13 +205,14 @@ class ConfluentCommittedLog:
             if error.code() == KafkaError._PARTITION_EOF:
                 self._eof[message.partition()] = int(message.offset())
                 return
-            raise KafkaException(error)
+            raise ClientError(f"{self.topic}: {error}", client_class="KafkaError")
         self._values[message.key()] = message.value()
 
     def close(self) -> None:
         """Close both consumers (a later `latest` opens them again and reads from the start)."""
         for consumer in (self._reader, self._ends):
             if consumer is not None:
-                consumer.close()
+                with suppress(ClientError), CONFLUENT:
+                    consumer.close()
         self._reader = self._ends = None
         self._values = {}

@@ -9,18 +9,48 @@ nothing, which lets every package depend on it without an import cycle.
 """
 
 __all__ = [
+    "AppError",
     "ClusterError",
     "ConfigError",
     "InvalidArgument",
     "InvalidSetting",
+    "MemberError",
     "PortInUseError",
     "SessionizerError",
+    "StreamError",
     "WrongType",
 ]
 
 
 class SessionizerError(Exception):
     """Base class of every error raised by this project."""
+
+
+class StreamError(SessionizerError):
+    """An error about one stream: it carries `stream`, and its message starts `stream NAME: `.
+
+    The packages' errors about one stream derive from it beside their own base class.
+    """
+
+    def __init__(self, stream: str, message: str) -> None:
+        self.stream = stream
+        super().__init__(f"stream {stream}: {message}")
+
+
+class AppError(SessionizerError):
+    """An error about one app (its name, streams or producers): it carries `app`."""
+
+    def __init__(self, app: str, message: str) -> None:
+        self.app = app
+        super().__init__(message)
+
+
+class MemberError(SessionizerError):
+    """An error about one node (a member of the app's group): it carries `node`."""
+
+    def __init__(self, node: str, message: str) -> None:
+        self.node = node
+        super().__init__(message)
 
 
 class ConfigError(SessionizerError):

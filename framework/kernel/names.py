@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from framework.kernel.errors import ConfigError
+from framework.kernel.errors import AppError, ConfigError
 
 __all__ = ["MAX_APP_LENGTH", "InvalidAppName", "validate_app"]
 
@@ -16,15 +16,15 @@ MAX_APP_LENGTH: Final = 200
 _APP_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
 
 
-class InvalidAppName(ConfigError):
+class InvalidAppName(ConfigError, AppError):
     """The app name cannot be used in Kafka topic names and ZooKeeper paths."""
 
     def __init__(self, app: str, problem: str) -> None:
-        self.app = app
         self.problem = problem
         super().__init__(
+            app,
             f"invalid app name {app!r}: {problem}; use 1-200 characters from "
-            "[A-Za-z0-9._-] (set --app or SESSIONIZER_APP)"
+            "[A-Za-z0-9._-] (set --app or SESSIONIZER_APP)",
         )
 
 

@@ -81,6 +81,11 @@ class AppPaths:
         return f"{self.root}/producers"
 
     @property
+    def resizes(self) -> str:
+        """Parent of each stream's part in the latest live resize (docs/resize.md)."""
+        return f"{self.root}/resize"
+
+    @property
     def parents(self) -> tuple[str, ...]:
         """Every parent znode the balancer needs to exist."""
         return (
@@ -122,6 +127,10 @@ class AppPaths:
     def quarantined(self, stream: str) -> str:
         """`quarantined_streams/<stream>`: while it exists, no member takes the stream."""
         return f"{self.quarantined_streams}/{_segment('stream', stream)}"
+
+    def resize_stream(self, stream: str) -> str:
+        """`resize/<stream>`: its owner's record of the epoch's start (and a source's barrier)."""
+        return f"{self.resizes}/{_segment('stream', stream)}"
 
     def stream_load(self, stream: str) -> str:
         """`stream_load/<stream>`: the owner's recent load for the stream."""

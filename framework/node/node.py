@@ -47,6 +47,7 @@ from framework.node.loader import load_processor
 from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, Fetched, RecordSource, SourceRecord
+from framework.node.resize_link import ResizeLink, open_link
 from framework.node.stats import NodeStats, load_counts, metrics_snapshot
 from framework.node.streams import OwnedStreams
 from framework.node.task import StreamTask
@@ -69,6 +70,7 @@ class Node:
         *,
         processor: StreamProcessor[Any] | None = None,
         parts: NodeParts | None = None,
+        resize: ResizeLink | None = None,
     ) -> None:
         if processor is None and not config.processor:
             raise ConfigError("a node needs a processor: pass one, or set --processor")
@@ -76,6 +78,7 @@ class Node:
         self.processor = processor or load_processor(config.processor)
         self.stats = NodeStats()
         self._parts = parts
+        self._link = resize  # live resizes (docs/resize.md); opened with real parts
         self._tasks: dict[str, StreamTask] = {}
         self._stop = threading.Event()
         self._log = log.bind(node=config.node_id)
@@ -135,6 +138,8 @@ class Node:
     def _assemble(self, parts: NodeParts, stack: ExitStack) -> None:
         """Build the loop's collaborators over the four parts (and `/metrics`, if asked)."""
         self._source, self._store = parts.source, parts.store
+        if self._link is None and self._parts is None:
+            self._link = stack.enter_context(open_link(self.config))
         self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
         self._owned = OwnedStreams(self._tasks, parts.source, self.stats, self._out.held)
         self._coordinator = self._health.coordinator = parts.coordinator(self)
@@ -257,6 +262,8 @@ class Node:
             task = tasks.get(stream)
             if task is not None:
                 reread |= self._apply(task, records)
+                if self._link is not None:  # its writes to other streams, acknowledged now
+                    self._link.after(task)
         if reread:
             self._reassign()
 
@@ -330,6 +337,9 @@ class Node:
                 continue
             # From the previous owner's handover when it left one that fits, else by replay.
             resumed[lease.stream] = self.handover.resume(self.processor, state, lease.epoch).task
+        if self._link is not None:
+            for task in resumed.values():
+                self._link.prepare(task)
         self._tasks.update(resumed)
         self._check_positions(resumed)
         self._reassign()

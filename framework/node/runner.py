@@ -23,9 +23,9 @@ from typing import Final
 
 import structlog
 
+from framework.kernel import compiled
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
-from router import hot_path
 
 __all__ = ["EXIT_CRASHED", "EXIT_FORCED", "EXIT_SECOND_SIGNAL", "run_until_signalled"]
 
@@ -40,10 +40,15 @@ def run_until_signalled(node: Node) -> int:
     """Run `node` in this (main) thread until SIGTERM/SIGINT; return the exit code."""
     requests = 0
     config = node.config
-    # Which record decoder runs (router.hot_path): an unknown SESSIONIZER_HOT_PATH runs
-    # the reference and says what was asked for.
-    log.info(
-        "hot_path", node=config.node_id, path=hot_path.active(), requested=hot_path.requested()
+    # Which implementation of the engine's modules runs (framework.kernel.compiled): a
+    # SESSIONIZER_HOT_PATH that cannot run (unknown, no build, a stale one) runs Python.
+    chosen = compiled.choice()
+    (log.info if chosen.path == chosen.requested else log.warning)(
+        "hot_path",
+        node=config.node_id,
+        path=chosen.path,
+        requested=chosen.requested,
+        reason=chosen.reason,
     )
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:

@@ -1,14 +1,24 @@
 """`StreamTask`: one owned stream on a node: its engine, read position, last commit and held
-output (the commit order over them is `framework.node.checkpoint.Checkpoint`'s)."""
+output (the commit order over them is `framework.node.checkpoint.Checkpoint`'s).
+
+A live resize (docs/resize.md) adds the stream's `ResizeGate`, made at the first resize
+record the task reads, or at resume when the registry says a resize is behind the
+stream's safe offset; until then a task costs one `None` check per record more."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
+from framework.kernel.errors import SessionizerError
+from framework.kernel.fragment import Fragment
+from framework.kernel.records import StreamRecord
+from framework.kernel.watermark import Watermark
 from framework.node.ports import SourceRecord
+from framework.node.resize import Outgoing, ResizeGate, StreamResize
 from router.errors import UndecodableRecord
 from router.fragment import ParsedFragment
+from router.resize_wire import decode_control
 from router.wire import decode_fragment, encode_fragment
 from sessionizer.engine import SessionEngine
 from sessionizer.processor import StreamProcessor
@@ -23,7 +33,20 @@ from sessionizer.records import (
 from sessionizer.sinks import PAYLOAD_NONE, PAYLOAD_ORIGINAL, PAYLOAD_REENCODED, DeadLetter
 from state.record import StreamState
 
-__all__ = ["Output", "StreamTask"]
+__all__ = ["Output", "ResizeUnavailable", "StreamTask"]
+
+
+class ResizeUnavailable(SessionizerError):
+    """A stream must write resize records to other streams, and its owner cannot send them."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        super().__init__(
+            f"stream {stream}: a live resize needs this node to write migration records to "
+            "other streams, which this release's sink cannot send (docs/resize.md, 'What the "
+            "node needs'); stop the resize's producers and nodes, or run a node that can"
+        )
+
 
 Output: TypeAlias = FinishedSession | DeadLetter
 
@@ -40,17 +63,45 @@ class StreamTask:
     dead_letters: int = 0
     unsent: list[Output] = field(default_factory=list)
     """Output held back until the next state commit (at-most-once delivery only)."""
+    resize: StreamResize | None = None
+    """The registry's record of this stream's part in the latest resize, if any."""
+    gate: ResizeGate | None = None
+    """The stream's part in a live resize (docs/resize.md), once it has one."""
+    outgoing: list[Outgoing] | None = None
+    """Where the records the stream writes to other streams go (a resize's), for whoever
+    sends them; None: this owner cannot send them, and a task that must raises
+    `ResizeUnavailable` (the node's crash path) rather than lose them."""
 
     @classmethod
-    def resume(cls, processor: StreamProcessor[Any], state: StreamState) -> StreamTask:
+    def resume(
+        cls,
+        processor: StreamProcessor[Any],
+        state: StreamState,
+        resize: StreamResize | None = None,
+    ) -> StreamTask:
         """A task that continues from a stored state, reading from its safe offset."""
         engine = SessionEngine(state.stream, processor, resume=state)
-        return cls(state.stream, engine, position=state.safe_offset, committed=state)
+        task = cls(state.stream, engine, position=state.safe_offset, committed=state)
+        task.know_resize(resize)
+        return task
+
+    def know_resize(self, resize: StreamResize | None) -> None:
+        """What the registry says of this stream's part in the latest resize (at resume, by
+        replay or handover: either way a stream reads on past an epoch's start only once
+        its gate let go of it there)."""
+        self.resize = resize
+        if resize is None:
+            return
+        if self.gate is not None:
+            self.gate.start_recorded(resize)
+        elif self.position > resize.start:  # it reads on past the epoch's start: settled there
+            self.gate = self._gate(behind=True)
 
     def rewound(self) -> StreamTask:
         """A fresh task from the last commit: what a new owner would resume from."""
-        task = StreamTask.resume(self.engine.processor, self.committed)
+        task = StreamTask.resume(self.engine.processor, self.committed, self.resize)
         task.dead_letters = self.dead_letters
+        task.outgoing = None if self.outgoing is None else []
         return task
 
     @property
@@ -89,7 +140,14 @@ class StreamTask:
             item = decode_fragment(
                 record.key, record.value, record.headers, record.timestamp, offset
             )
-        except UndecodableRecord as exc:
+        except UndecodableRecord as failed:
+            exc = failed
+            try:
+                resized = self._control(record)
+            except UndecodableRecord as malformed:  # a resize kind, but not well-formed
+                exc, resized = malformed, None
+            if resized is not None:
+                return resized
             self.position = offset + 1
             self.dead_letters += 1
             letter = DeadLetter(
@@ -103,8 +161,13 @@ class StreamTask:
                 exception=type(exc).__name__,
             )
             return [letter]
+        gate = self.gate
+        if gate is not None and isinstance(item, Watermark):
+            gate.watermark(item)  # before the engine: it may take the barrier first
         # The decoded `Fragment` (or watermark) goes to the engine as it is: one shape.
-        produced = self.engine.process(item)
+        produced: list[Any] = self.engine.process(item)
+        if gate is not None and gate.busy:
+            produced = [*self._route(gate.take()), *produced]
         outputs = [self._output(out, record) for out in produced] if produced else []
         self.position = offset + 1
         return outputs
@@ -116,6 +179,50 @@ class StreamTask:
     def committed_as(self, state: StreamState) -> None:
         """`state` is stored: rewinds start from it."""
         self.committed = state
+        if self.gate is not None:
+            self.gate.committed(state.committed_offset)
+
+    def _route(self, made: list[Any]) -> list[EngineOutput]:
+        """Keep the gate's `Outgoing` records apart (in `outgoing`); return the rest."""
+        rest: list[EngineOutput] = []
+        for out in made:
+            if isinstance(out, Outgoing):
+                if self.outgoing is None:
+                    raise ResizeUnavailable(self.stream)
+                self.outgoing.append(out)
+            else:
+                rest.append(out)
+        return rest
+
+    def _control(self, record: SourceRecord) -> list[Output] | None:
+        """A resize record's outputs, or None if the record is of no resize kind."""
+        offset = record.offset
+        control = decode_control(record.key, record.value, record.headers, record.timestamp, offset)
+        if control is None:
+            return None
+        gate = self.gate
+        if gate is None:
+            gate = self.gate = self._gate(behind=False)
+        item = gate.control(control)
+        engine = self.engine
+        if isinstance(item, Watermark):
+            gate.watermark(item)
+        produced: list[Any] = engine.process(item) if item else engine.skip(offset)
+        produced = [*self._route(gate.take()), *produced]
+        self.position = offset + 1
+        if isinstance(item, Fragment):  # its dead letter carries the fragment, not the forward
+            key, value = encode_fragment(ParsedFragment(item.key, item.timestamp_ms, item.value))
+            record = StreamRecord(self.stream, offset, key, value, item.timestamp_ms, [])
+        return [self._output(out, record) for out in produced]
+
+    def _gate(self, *, behind: bool) -> ResizeGate:
+        return ResizeGate(
+            self.stream,
+            self.engine,
+            resumed_from=self.committed.committed_offset,
+            recorded=self.resize,
+            behind=behind,
+        )
 
     def _output(self, out: EngineOutput, record: SourceRecord) -> Output:
         if isinstance(out, FinishedSession):

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Unpack
 
-from framework.kafka.errors import ClientError, RecordTooLarge, SendFailed
-from framework.kafka.producer import DeliveryFailure, Headers
+from framework.kafka.errors import ClientError, SendFailed
+from framework.kafka.producer import DeliveryFailure, SendOptions
 from framework.kafka.transactional import (
     ProducerFenced,
     TransactionalProducer,
@@ -129,12 +129,13 @@ class StreamTransactions:
         producer = self._producers.get(stream)
         return producer is not None and producer.in_transaction
 
-    def close_stream(self, stream: str) -> None:
-        """Close the stream's producer; an open transaction is aborted (or left to be fenced)."""
+    def close_stream(self, stream: str, *, wait: bool = True) -> None:
+        """Close the stream's producer; an open transaction is aborted (or left to be fenced:
+        at once without `wait`, for a producer whose transaction's end is lost already)."""
         self._fresh.discard(stream)
         producer = self._producers.pop(stream, None)
         if producer is not None:
-            producer.close(min(self.timeout, 5.0))
+            producer.close(min(self.timeout, 5.0) if wait else 0.0)
 
     def retain(self, streams: Collection[str]) -> None:
         """Close the producers of every stream not in `streams` (dropped since)."""
@@ -149,16 +150,23 @@ class StreamTransactions:
         producer = self._producers.get(stream)
         if producer is None or not producer.in_transaction:
             return "aborted"
-        return self._abort(stream, producer).result
+        return self._ended(stream, self._abort(stream, producer)).result
 
     def commit_many(self, records: Mapping[str, bytes]) -> dict[str, TxnOutcome]:
         """Per stream: send its state record, commit; the streams in parallel."""
         if len(records) <= 1:
-            return {stream: self._commit(stream, data) for stream, data in records.items()}
+            return {s: self._ended(s, self._commit(s, data)) for s, data in records.items()}
         pool = self._workers()
         futures = {s: pool.submit(self._commit, s, data) for s, data in records.items()}
         wait(futures.values())  # all settled, even if one raised
-        return {stream: future.result() for stream, future in futures.items()}
+        return {stream: self._ended(stream, future.result()) for stream, future in futures.items()}
+
+    def _ended(self, stream: str, outcome: TxnOutcome) -> TxnOutcome:
+        """A fenced or broken producer is closed at once: waiting for its abort (5 s a stream,
+        one after the other, while a broker restarts) would only hold up the node's loop."""
+        if outcome.result in ("fenced", "broken"):
+            self.close_stream(stream, wait=False)
+        return outcome
 
     def _commit(self, stream: str, record: bytes) -> TxnOutcome:
         producer = self._producers.get(stream)
@@ -182,7 +190,9 @@ class StreamTransactions:
         except ProducerFenced as exc:
             return TxnOutcome("fenced", str(exc))
         except ClientError as exc:
-            outcome = self._abort(stream, producer)
+            # Nothing open (its `begin` failed): nothing to abort either.
+            opened = producer.in_transaction
+            outcome = self._abort(stream, producer) if opened else TxnOutcome("aborted")
             return TxnOutcome(outcome.result, f"{exc}; {outcome.error}".rstrip("; "))
 
     def _abort(self, stream: str, producer: TransactionalProducer) -> TxnOutcome:
@@ -197,34 +207,19 @@ class StreamTransactions:
     # -- RecordProducer: the sink's sends, routed by the stream of what they carry -----
 
     def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        headers: Headers | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        token: object = None,
+        self, topic: str, key: bytes | None, value: bytes | None, **options: Unpack[SendOptions]
     ) -> None:
         """Queue one output record in its stream's transaction (begun at its first output)."""
-        stream = getattr(token, "stream", None)
+        stream = getattr(options.pop("token", None), "stream", None)
         producer = self._producers.get(stream) if isinstance(stream, str) else None
         if producer is None:
             raise SendFailed(f"no transactional producer for stream {stream!r} on this node")
         try:
             if not producer.in_transaction:
                 producer.begin()
-            producer.send(
-                topic,
-                key,
-                value,
-                headers=headers,
-                partition=partition,
-                timestamp_ms=timestamp_ms,
-                token=token,
-            )
-        except (SendFailed, RecordTooLarge):
+            # No token: a transactional producer reports a failed delivery by its commit.
+            producer.send(topic, key, value, **options)
+        except SendFailed:
             raise
         except ClientError as exc:  # fenced: the sink fails, the rewind's abort tells
             raise SendFailed(str(exc), exc.detail) from exc

@@ -1,4 +1,5 @@
-"""An in-process transactional Kafka for exactly-once tests, through the client layer's Protocols.
+"""An in-process transactional Kafka for exactly-once tests, through the client layer's Protocols;
+and, for the tests with real servers, whether a topic has a transaction open (`isolation_ends`).
 
 `FakeKafka` keeps, per transactional id, the current producer epoch (bumped by
 `init`, which aborts the older producer's open transaction, as a transaction
@@ -13,11 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
+from framework.kafka.consumer import assigned_consumer, partition_zero
 from framework.kafka.errors import SendFailed
-from framework.kafka.producer import Headers
+from framework.kafka.producer import SendOptions
 from framework.kafka.transactional import ProducerFenced, TransactionAborted, TransactionRetriable
+from framework.kernel.config import ConnectionConfig
 from framework.node.node import Node
 from framework.node.parts import NodeParts
 from framework.node.transactions import StreamTransactions
@@ -94,15 +97,7 @@ class FakeProducer:
         self._note("begin")
 
     def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        headers: Headers | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        token: object = None,
+        self, topic: str, key: bytes | None, value: bytes | None, **options: Unpack[SendOptions]
     ) -> None:
         if self.pending is None:
             raise SendFailed("send outside a transaction")
@@ -243,3 +238,26 @@ def run_exactly_once(
 def session_ids(values: Sequence[tuple[bytes | None, bytes | None]]) -> Counter[bytes]:
     """How often each session key (its id) was committed."""
     return Counter(key for key, _ in values if key is not None)
+
+
+def isolation_ends(connection: ConnectionConfig, topic: str) -> dict[str, int]:
+    """The end of a single-partition topic as each isolation level sees it: `read_committed`
+    the last stable offset (where the first open transaction begins), `read_uncommitted` the
+    high watermark. Equal: no transaction is open, and a `read_committed` reader sees all."""
+    ends = {}
+    for level in ("read_committed", "read_uncommitted"):
+        reader = assigned_consumer(
+            connection.bootstrap, "isolation-ends", connection.kafka_config, isolation_level=level
+        )
+        try:
+            partition = partition_zero(topic)
+            ends[level] = int(reader.end_offsets([partition])[partition])
+        finally:
+            reader.close()
+    return ends
+
+
+def no_open_transaction(connection: ConnectionConfig, topic: str) -> bool:
+    """True if no transaction is open on `topic` (a `read_committed` reader reaches its end)."""
+    ends = isolation_ends(connection, topic)
+    return ends["read_committed"] == ends["read_uncommitted"]

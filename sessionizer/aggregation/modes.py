@@ -25,7 +25,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -33,6 +32,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from framework.kafka.consumer import assigned_consumer
 from framework.kafka.errors import ClientError
+from framework.kernel.lifecycle import Lifecycle
 from sessionizer.aggregation.chart import write_chart
 from sessionizer.aggregation.config import AggregateJob
 from sessionizer.aggregation.errors import AggregationError, SessionsTopicError
@@ -127,7 +127,7 @@ class StreamCounters:
     watermark: str = ""
 
 
-class StreamingAggregation:
+class StreamingAggregation(Lifecycle):
     """The streaming query of one job: `start`, then `process_available`/`wait`, then `stop`.
 
     Use as a context manager (the query is stopped on exit, also on error);
@@ -256,15 +256,10 @@ class StreamingAggregation:
         self.report()
         return result
 
-    def __enter__(self) -> StreamingAggregation:
-        return self.start()
+    def _open(self) -> None:
+        self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self.stop()
 
 

@@ -7,7 +7,7 @@ output must be exact against the batch definition; with `--delivery
 exactly-once` (the second variant) a `read_committed` reader must also find no
 session twice and none lost, with no de-duplication (docs/delivery.md).
 
-Opt-in marker `chaos` (CI runs it at the default, small size):
+Marker `chaos` (CI runs both variants at the default, small size):
 
     SESSIONIZER_CHAOS_SEED=7 SESSIONIZER_CHAOS_FRAGMENTS=40000 pytest -m chaos -s
 
@@ -32,6 +32,7 @@ from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
+from framework.testing.exactly_once import no_open_transaction
 from framework.testing.members import balanced, wait_for
 from framework.testing.nodes import (
     NodeGroup,
@@ -45,6 +46,7 @@ from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.ingest import produce_fragments
+from router.naming import sessions_topic
 from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
@@ -174,12 +176,7 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
         produce_fragments(producer, fragments, end_of_input=end)
 
 
-# The exactly-once variant is opt-in (`-m exactly_once_faults`) while issue 22 is open:
-# around a broker restart a node can still lose or repeat a transaction's sessions.
-@pytest.mark.parametrize(
-    "delivery",
-    ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.exactly_once_faults)],
-)
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_chaos_keeps_the_output_exact(
     local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, delivery: str
 ) -> None:
@@ -230,16 +227,21 @@ def test_chaos_keeps_the_output_exact(
                 answering(
                     chaos.group,
                     live=chaos.live,
-                    condition=lambda: settled(zk, connection, chaos.live(), streams),
+                    condition=lambda: (
+                        settled(zk, connection, chaos.live(), streams)
+                        and no_open_transaction(connection, sessions_topic(app))
+                    ),
                 ),
                 300,
                 "every stream caught up",
             )
+            # Read while the nodes run: a node that must be killed at the end would leave its
+            # open transactions holding `read_committed` readers back (exactly-once).
+            written = read_sessions(connection.bootstrap, app, deduplicate=False)
         except BaseException:
             print("chaos faults so far:\n" + "\n".join(chaos.log))
             print(f"node events:\n{node_story(group)}")
             raise
-    written = read_sessions(connection.bootstrap, app, deduplicate=False)
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
     faults = ", ".join(f"{kind} {chaos.counts[kind]}" for kind in FAULTS)
     print(

@@ -14,7 +14,7 @@ import json
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -24,12 +24,12 @@ import pytest
 from kazoo.client import KazooClient
 
 from framework.cluster import LocalCluster
-from framework.kafka.consumer import assigned_consumer, partition_zero
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
+from framework.testing.exactly_once import isolation_ends, no_open_transaction
 from framework.testing.members import balanced, claims_by_owner, wait_for
 from framework.testing.nodes import (
     STORY_EVENTS,
@@ -50,10 +50,7 @@ from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from sessionizer.examples.weblog import WebSessions
 
-# Opt-in (`-m exactly_once_faults`) while issue 22 is open: around a broker restart a
-# node can still lose (an aborted transaction's sessions not re-sent) or repeat (a commit
-# that timed out but landed, then rewound) sessions; docs/exactly-once.md, "Known gaps".
-pytestmark = [pytest.mark.integration, pytest.mark.exactly_once_faults]
+pytestmark = pytest.mark.integration
 
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
 STREAMS = 16
@@ -61,6 +58,8 @@ SESSION_TIMEOUT = 4.0
 ZOMBIE_RATE = 500.0  # fragments/s while the zombie sleeps: its streams always have output
 FENCED = ("producer_fenced", "transaction_aborted")
 """What a node logs when Kafka refuses or aborts its transaction (docs/exactly-once.md)."""
+MEMBERS = ["n1", "n3", "n4"]
+"""The nodes after the kill -9 (n2 dies, n4 joins)."""
 EVENTS = STORY_EVENTS | set(FENCED) | {"streams_rewound", "transaction_broken"}
 """What the failure report shows of each node's log."""
 
@@ -88,89 +87,93 @@ def _at(event: dict[str, object]) -> float:
 def _until_settled(
     group: NodeGroup, zk: KazooClient, nodes: list[str], what: str, timeout: float = 180
 ) -> None:
-    """Balanced among `nodes` and caught up; fails at once if one of them died."""
+    """Balanced among `nodes`, caught up, and no transaction open on the sessions topic (a
+    `read_committed` reader stops at the first open one); fails at once if a node died."""
     streams = streams_of(group.connection.app, STREAMS)
     wait_for(
-        answering(group, lambda: settled(zk, group.connection, nodes, streams), live=lambda: nodes),
+        answering(
+            group,
+            lambda: (
+                settled(zk, group.connection, nodes, streams)
+                and no_open_transaction(group.connection, sessions_topic(group.connection.app))
+            ),
+            live=lambda: nodes,
+        ),
         timeout,
         what,
     )
 
 
+class _Phases:
+    """How long each phase took (seconds), for the report line."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = now - self._last
+        self._last = now
+
+    def line(self) -> str:
+        return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in self.seconds.items())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One ZooKeeper and one broker for both clients' runs (each has its own app): CI time."""
+    with LocalCluster(tmp_path_factory.mktemp("eo-faults"), zookeepers=1, brokers=1) as started:
+        yield started
+
+
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_every_session_once_after_kill_9_a_zombie_and_a_broker_restart(
-    local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, client: str
+    cluster: LocalCluster, app: str, tmp_path: Path, client: str
 ) -> None:
-    cluster = local_cluster(zookeepers=1, brokers=1)
+    phases = _Phases()
     connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, app)
     provision_streams(connection, STREAMS)
     fragments = parse_file(DATA / "apache_logs", "apache")
     cuts = [0, *(len(fragments) * p // 100 for p in (25, 45, 65)), len(fragments)]
     first, killed, restarted, zombie_part = (fragments[a:b] for a, b in pairwise(cuts))
     # A 3 s interval keeps each stream's output of the last seconds in an open transaction:
-    # the kill -9 and the zombie then always leave one behind.
-    flags = ("--delivery", "exactly-once", "--kafka-client", client, "--commit-interval", "3")
-    members = ["n1", "n3", "n4"]
+    # the kill -9 and the zombie then always leave one behind. A 6 s delivery timeout (not
+    # 30) ends the commits the broker restart holds up sooner: every failure path, less wait.
+    flags = (
+        *("--delivery", "exactly-once", "--kafka-client", client),
+        *("--commit-interval", "3", "--delivery-timeout", "6"),
+    )
     with (
         NodeGroup(connection, tmp_path, WEBLOG, session_timeout=SESSION_TIMEOUT) as group,
         zookeeper_client(cluster.zk_connect) as zk,
     ):
+        phases.done("topics")
         try:
             for node in ("n1", "n2", "n3"):
                 group.start(node, *flags)
             _produce(connection, first)
             _until_settled(group, zk, ["n1", "n2", "n3"], "3 exactly-once nodes to catch up")
-
-            _produce(connection, killed)  # n2's latest output is in an open transaction
-            group.nodes["n2"].send(signal.SIGKILL)
-            group.nodes["n2"].wait(timeout=30)
-            group.start("n4", *flags)
-            _until_settled(group, zk, members, "the takeover after kill -9")
-
-            _produce(connection, restarted)
-            cluster.restart("kafka1")  # mid-transaction: commits retry, or abort and rewind
-            _until_settled(group, zk, members, "recovery from the broker restart")
-
-            traffic = SteadyTraffic(connection, STREAMS, zombie_part, ZOMBIE_RATE)
-            with traffic.running():  # ends with the end-of-input watermark
-                wait_for(lambda: traffic.sent >= len(zombie_part) // 4, 60, "traffic to flow")
-                # The busiest node: with output on its streams, transactions are open.
-                owners = claims_by_owner(zk, connection.paths)
-                name = max(members, key=lambda n: len(owners.get(n, ())))
-                zombie, owned, stopped = group.nodes[name], owners.get(name, set()), time.time()
-                zombie.send(signal.SIGSTOP)
-                others = [n for n in members if n != name]
-                # Resumed by their new owners: their init_transactions has fenced the zombie.
-                wait_for(
-                    answering(
-                        group,
-                        lambda: (
-                            _resumed(group, others, stopped) >= owned
-                            and balanced(zk, connection.paths, others, STREAMS)
-                        ),
-                        live=lambda: others,
-                    ),
-                    120,
-                    f"{others} to take and resume the zombie's streams {sorted(owned)}",
-                )
-                woke = time.time()
-                zombie.send(signal.SIGCONT)  # wakes believing it owns them, transaction open
-                wait_for(
-                    lambda: _fenced_events(group, name, woke - 1),
-                    60,
-                    f"the zombie to log one of {FENCED}",
-                )
-            _until_settled(group, zk, members, "every stream caught up, the zombie back")
+            phases.done("start")
+            _kill_9(group, zk, killed, flags)
+            phases.done("kill -9")
+            _broker_restart(group, zk, cluster, restarted, phases)
+            phases.done("recovery")
+            name, woke = _zombie(group, zk, zombie_part)
+            _until_settled(group, zk, MEMBERS, "every stream caught up, the zombie back")
+            phases.done("zombie")
             # Read while the nodes run: killing them at the end may leave transactions open.
             written = read_sessions(connection.bootstrap, app, deduplicate=False)
         except BaseException:
             print(f"node events:\n{node_story(group, EVENTS)}")
+            print(f"transactions:\n{_transactions(connection)}")
             raise
-        late = _fenced_events(group, name, woke - 1)
+        late = [e["event"] for e in _fenced_events(group, name, woke - 1)]
         result = verify_sessions(
             written, expected_sessions(fragments, WebSessions()), len(fragments)
         )
-        print(f"\nexactly-once ({client}): {result.line()}; zombie: {[e['event'] for e in late]}")
+        print(f"\nexactly-once ({client}): {result.line()}; zombie {name}: {late}")
+        print(f"phases: {phases.line()}; {_counts(group)}")
         if result.lost or result.extra or result.duplicates:
             lost = _lost_by_stream(written, fragments)
             print(f"lost sessions by stream: {lost}\n{_diagnosis(connection)}")
@@ -178,6 +181,82 @@ def test_every_session_once_after_kill_9_a_zombie_and_a_broker_restart(
     assert late, "the zombie's late transaction was neither fenced nor aborted"
     assert result.lost == 0 and result.extra == 0, result
     assert result.duplicates == 0, result  # exactly once, with no de-duplication
+
+
+def _kill_9(
+    group: NodeGroup, zk: KazooClient, part: list[ParsedFragment], flags: tuple[str, ...]
+) -> None:
+    """n2 dies with its latest output in open transactions; n4 joins."""
+    _produce(group.connection, part)
+    group.nodes["n2"].send(signal.SIGKILL)
+    group.nodes["n2"].wait(timeout=30)
+    group.start("n4", *flags)
+    _until_settled(group, zk, MEMBERS, "the takeover after kill -9")
+
+
+def _broker_restart(
+    group: NodeGroup,
+    zk: KazooClient,
+    cluster: LocalCluster,
+    part: list[ParsedFragment],
+    phases: _Phases,
+) -> None:
+    """The broker restarts with transactions open; then input after it, so settled means every
+    stream committed a transaction since: the transaction coordinator is back before the
+    zombie phase (a new owner's init_transactions waiting on it would let the zombie commit)."""
+    half = len(part) // 2
+    _produce(group.connection, part[:half])
+    cluster.restart("kafka1")  # mid-transaction: commits retry, or abort and rewind
+    phases.done("broker restart")
+    _produce(group.connection, part[half:])
+    _until_settled(group, zk, MEMBERS, "recovery from the broker restart")
+
+
+def _zombie(group: NodeGroup, zk: KazooClient, part: list[ParsedFragment]) -> tuple[str, float]:
+    """The busiest node sleeps (SIGSTOP) until its streams are taken and resumed elsewhere,
+    then wakes with its transactions open; its name and when it woke."""
+    connection = group.connection
+    traffic = SteadyTraffic(connection, STREAMS, part, ZOMBIE_RATE)
+    with traffic.running():  # ends with the end-of-input watermark
+        wait_for(lambda: traffic.sent >= len(part) // 4, 60, "traffic to flow")
+        # The busiest node: with output on its streams, transactions are open.
+        owners = claims_by_owner(zk, connection.paths)
+        name = max(MEMBERS, key=lambda n: len(owners.get(n, ())))
+        zombie, owned, stopped = group.nodes[name], owners.get(name, set()), time.time()
+        zombie.send(signal.SIGSTOP)
+        others = [n for n in MEMBERS if n != name]
+        # Resumed by their new owners: their init_transactions has fenced the zombie.
+        wait_for(
+            answering(
+                group,
+                lambda: (
+                    _resumed(group, others, stopped) >= owned
+                    and balanced(zk, connection.paths, others, STREAMS)
+                ),
+                live=lambda: others,
+            ),
+            120,
+            f"{others} to take and resume the zombie's streams {sorted(owned)}",
+        )
+        woke = time.time()
+        zombie.send(signal.SIGCONT)  # wakes believing it owns them, transaction open
+        wait_for(
+            lambda: _fenced_events(group, name, woke - 1), 60, f"the zombie to log one of {FENCED}"
+        )
+        # All of it, or the sessions of what is left unsent would count as lost.
+        wait_for(lambda: traffic.left() == 0, 120, "the rest of the traffic")
+    return name, woke
+
+
+def _counts(group: NodeGroup) -> str:
+    """How often the nodes logged each failure event of exactly-once."""
+    counts = Counter(
+        str(event["event"])
+        for member in group.nodes.values()
+        for event in member.events()
+        if event.get("event") in (*FENCED, "transaction_broken", "streams_rewound")
+    )
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "no failure events"
 
 
 def _lost_by_stream(written: list[dict[str, Any]], fragments: list[ParsedFragment]) -> str:
@@ -193,14 +272,7 @@ def _diagnosis(connection: ConnectionConfig) -> str:
     topic = sessions_topic(connection.app)
     committed = read_topics(connection.bootstrap, [topic])[topic]
     everything = read_topics(connection.bootstrap, [topic], isolation_level="read_uncommitted")
-    ends = {}
-    for level in ("read_committed", "read_uncommitted"):
-        reader = assigned_consumer(connection.bootstrap, "diagnosis", isolation_level=level)
-        try:
-            partition = partition_zero(topic)
-            ends[level] = reader.end_offsets([partition])[partition]
-        finally:
-            reader.close()
+    ends = isolation_ends(connection, topic)
     copies: dict[str, list[Any]] = {}
     for record in committed:
         copies.setdefault(json.loads(record.value)["session_id"], []).append(record)
@@ -225,3 +297,29 @@ def _diagnosis(connection: ConnectionConfig) -> str:
 
 def _clock(timestamp_ms: int) -> str:
     return f"{datetime.fromtimestamp(timestamp_ms / 1000, UTC):%H:%M:%S.%f}"
+
+
+def _transactions(connection: ConnectionConfig) -> str:
+    """The producers with a transaction open on the sessions and state topics, and what the
+    broker says of every transactional id (a failure report's)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    topics = [sessions_topic(connection.app), f"{connection.app}.state"]
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=connection.bootstrap)
+    except Exception as exc:  # a report, whatever the broker does
+        return f"(no admin client: {exc!r})"
+    lines = []
+    try:
+        found = admin.describe_producers([TopicPartition(t, 0) for t in topics])
+        for partition, state in found.items():
+            open_ = [p for p in state.active_producers if p.current_txn_start_offset >= 0]
+            lines.append(f"{partition.topic}: open {open_}")
+        listed = admin.list_transactions()
+        lines.append(f"transactions: {listed}")
+        lines.append(f"hanging: {admin.find_hanging_transactions()}")
+    except Exception as exc:
+        lines.append(f"(admin failed: {exc!r})")
+    finally:
+        admin.close()
+    return "\n".join(lines)

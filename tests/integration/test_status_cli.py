@@ -86,7 +86,7 @@ def test_status_exits_1_and_says_why_when_kafka_cannot_be_read(
 ) -> None:
     cli_json("streams", "create", "--count", "2", zk=zk_hosts, bootstrap=kafka_bootstrap, app=app)
     down = {"zk": zk_hosts, "bootstrap": UNREACHABLE, "app": app}
-    # Side by side: each waits out kafka-python's bootstrap timeout (30 s).
+    # Side by side: each waits out status's Kafka timeout (10 s).
     running = [_start(**down), _start("--json", **down)]
     table, as_json = (_finish(process) for process in running)
 

@@ -348,3 +348,24 @@ def _commit_fault(where: str, at: int) -> Callable[[str, int], str | None]:
     if where == "poll":
         return lambda tid, n: None
     return lambda tid, n: where if n == at else None
+
+
+def test_a_broken_or_fenced_producer_is_closed_at_once_without_waiting_for_an_abort() -> None:
+    # Closing each with a 5 s abort, one stream after another on the node's loop, held a
+    # node's reading up for tens of seconds after a broker restart.
+    kafka, closed = FakeKafka(), []
+
+    class Noted(FakeProducer):
+        def close(self, timeout: float) -> None:
+            closed.append((self.transactional_id, timeout))
+            super().close(timeout)
+
+    txns = StreamTransactions(lambda t: Noted(kafka, t), app="a", state_topic=STATE, timeout=0.2)
+    for stream in ("s", "t"):
+        txns.open(stream)
+        txns.send(SESSIONS, b"k", b"v", token=_Item(stream))
+    kafka.fail = lambda tid, n: "retry" if tid == "a.s" else "fenced"
+    outcomes = txns.commit_many({"s": b"state", "t": b"state"})
+    assert {s: o.result for s, o in outcomes.items()} == {"s": "broken", "t": "fenced"}
+    assert sorted(closed) == [("a.s", 0.0), ("a.t", 0.0)]
+    assert not txns.owns("s") and not txns.owns("t")

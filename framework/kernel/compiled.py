@@ -1,0 +1,179 @@
+"""Which implementation of the node's per-record modules a process runs: compiled or Python.
+
+`SESSIONIZER_HOT_PATH=compiled` runs the modules that `deploy/build_compiled.py`
+compiled with mypyc (`make install` builds them into `build/compiled/` of the source
+tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, the key
+timelines, the hook glue, the safe-offset tracker and the stream task, as C extension
+modules of the same names.  `python` (the default) runs the `.py` files: the
+reference, which the compiled modules are built from and tested against
+(tests/unit/test_hot_path_equivalence.py).
+
+The choice is made once per process, at the first import of a package that holds a
+compiled module (`state`, `sessionizer`, `framework.node`): each package's `__init__`
+passes its `__path__` through `package_path` before it imports anything else, which
+puts the build's folder of that package first, so that `import sessionizer.engine`
+finds the extension module; mypyc's shared library (the code of all of them) is put
+at the end of `sys.path`.  A build that is absent, failed, made for another Python or
+from other sources than the `.py` files it was compiled from (stale) is not used: the
+process runs the Python path and `choice().reason` says why (the node logs it, the
+`hot_path` event).  This module imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, TypeAlias
+
+__all__ = [
+    "DIR_ENV",
+    "ENV",
+    "FAILED",
+    "MANIFEST",
+    "PATHS",
+    "Choice",
+    "HotPath",
+    "build_problem",
+    "choice",
+    "default_build_dir",
+    "digest",
+    "missing_tools",
+    "package_path",
+    "source_root",
+]
+
+HotPath: TypeAlias = Literal["compiled", "python"]
+PATHS: Final[tuple[HotPath, ...]] = ("compiled", "python")
+ENV: Final = "SESSIONIZER_HOT_PATH"
+DIR_ENV: Final = "SESSIONIZER_COMPILED_DIR"
+MANIFEST: Final = "manifest.json"
+"""In the build directory: the compiled modules, mypyc's library, and the sources' digests."""
+FAILED: Final = ".failed"
+"""Beside the build directory, `<build>.failed` (`build/compiled.failed`): why the last
+build failed, written by `deploy/build_compiled.py` instead of a build."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The hot path of this process: what was asked, what runs, and why."""
+
+    requested: str
+    """What `SESSIONIZER_HOT_PATH` asks for ("python" when unset)."""
+    path: HotPath
+    """What runs."""
+    reason: str
+    """Why this path runs (the build used, or why it was not)."""
+    modules: tuple[str, ...] = ()
+    """The compiled modules, when `path` is compiled."""
+
+
+def source_root() -> Path:
+    """The directory holding the project's packages (the repository, for an editable install)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def default_build_dir() -> Path:
+    """Where the compiled modules are: `SESSIONIZER_COMPILED_DIR`, else `build/compiled/`."""
+    named = os.environ.get(DIR_ENV)
+    return Path(named) if named else source_root() / "build" / "compiled"
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes (how a build names the sources it was compiled from)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def missing_tools() -> str | None:
+    """Why this machine cannot build the compiled modules (no mypyc, C compiler or Python
+    headers), or None if it can."""
+    if importlib.util.find_spec("mypyc") is None:
+        return "mypyc is not installed (it comes with mypy: pip install -e '.[test]')"
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler} is not on PATH)"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.is_file():
+        return f"no Python headers ({headers} is missing: install python3-dev)"
+    return None
+
+
+def _suffix() -> str:
+    """The file-name ending of this interpreter's extension modules."""
+    return importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def build_problem(build: Path) -> str | None:
+    """Why the build in `build` cannot run in this process, or None if it can."""
+    manifest = build / MANIFEST
+    if not manifest.is_file():
+        failed = build.with_name(build.name + FAILED)
+        if failed.is_file():
+            why = failed.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            return f"the last build failed ({why[0] if why else 'no reason given'})"
+        return f"no build at {build} (make install, or python deploy/build_compiled.py)"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        modules, sources, runtime = data["modules"], data["sources"], data["runtime"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable {manifest}: {exc}"
+    suffix = _suffix()
+    if data.get("suffix") != suffix:
+        return f"built for another Python ({data.get('suffix')}, this one loads {suffix})"
+    for module in [*modules, runtime]:
+        if not (build / (module.replace(".", "/") + suffix)).is_file():
+            return f"{module}{suffix} is missing from {build}"
+    root = source_root()
+    for name, expected in sorted(sources.items()):
+        source = root / name
+        if not source.is_file() or digest(source) != expected:
+            return f"stale: {name} changed since the build (make install rebuilds it)"
+    return None
+
+
+def _decide() -> Choice:
+    requested = os.environ.get(ENV, "python")
+    if requested != "compiled":
+        if requested == "python":
+            return Choice(requested, "python", "the reference (the default)")
+        return Choice(requested, "python", f"{ENV} must be one of {', '.join(PATHS)}")
+    build = default_build_dir().resolve()
+    problem = build_problem(build)
+    if problem is not None:
+        return Choice(requested, "python", problem)
+    data = json.loads((build / MANIFEST).read_text(encoding="utf-8"))
+    if str(build) not in sys.path:
+        sys.path.append(str(build))
+    try:  # mypyc's library: the code of every compiled module (and its runtime)
+        importlib.import_module(data["runtime"])
+    except ImportError as exc:
+        return Choice(requested, "python", f"the build does not load: {exc}")
+    return Choice(requested, "compiled", f"mypyc build at {build}", tuple(data["modules"]))
+
+
+_choice: Choice | None = None
+
+
+def choice() -> Choice:
+    """The hot path of this process, decided at the first call (from the environment)."""
+    global _choice
+    if _choice is None:
+        _choice = _decide()
+    return _choice
+
+
+def package_path(package: str, path: list[str]) -> list[str]:
+    """`package`'s `__path__`, with the build's folder of it first when compiled modules run."""
+    chosen = choice()
+    if chosen.path != "compiled" or not any(m.startswith(package + ".") for m in chosen.modules):
+        return path
+    folder = str(default_build_dir().resolve().joinpath(*package.split(".")))
+    return [folder, *path]

@@ -1,0 +1,160 @@
+"""The same inputs on each hot path, one worker process per path (`framework.kernel.compiled`).
+
+A process runs one implementation of the node's per-record modules, chosen when it
+starts (`SESSIONIZER_HOT_PATH`), so the equivalence tests (tests/unit/test_hot_path_equivalence.py)
+start a `Worker` per path: `python -m framework.testing.hot_path_runs` with the variable set,
+which answers pickled requests (a function of `_CALLS` and its arguments) on its
+stdin with pickled answers on its stdout.  `run` is a `StreamTask` over Kafka records,
+crashed (rewound to its last commit) and handed over (`export_engine` /
+`restore_engine`) before given indexes, yielding the bytes a node writes: sessions
+(`encode_session`), dead letters (key, value, headers) and committed states
+(`StreamState.encode`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from importlib import import_module
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from framework.kernel import compiled
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAM = "app.stream.0007"
+
+
+def _encoded(output: Any) -> bytes:
+    """The bytes a sink writes for one output (a session's JSON, a dead letter's record)."""
+    from sessionizer.records import FinishedSession
+    from sessionizer.sinks import UnsendableSession, encode_session
+
+    if isinstance(output, FinishedSession):
+        try:
+            return encode_session(output)
+        except UnsendableSession as exc:
+            return f"unsendable {exc.reason}: {exc.error}".encode()
+    return repr((output.key, output.value, output.headers())).encode()
+
+
+def _outputs(scenario: Any, records: list[Any], events: dict[int, str]) -> Iterator[bytes]:
+    from framework.node.task import StreamTask
+    from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
+    from state.record import StreamState
+
+    task = StreamTask.resume(scenario.processor(), StreamState.initial(STREAM))
+    pending, index = dict(events), 0
+    while index < len(records):
+        event = pending.pop(index, None)
+        if event is not None:
+            state = task.snapshot()
+            yield state.encode()
+            task.committed_as(state)
+            try:
+                if event != "handover":
+                    raise HandoverUnavailable(STREAM, "a crash")
+                engine = restore_engine(scenario.processor(), state, export_engine(task.engine))
+                task = StreamTask(STREAM, engine, position=task.position, committed=state)
+            except HandoverUnavailable:  # a crash, or a session the processor cannot dump
+                task = task.rewound()
+                index = next(i for i, r in enumerate(records) if r.offset >= task.position)
+                continue
+        yield from (_encoded(output) for output in task.handle(records[index]))
+        index += 1
+    yield task.snapshot().encode()
+
+
+def run(scenario: Any, records: list[Any], events: dict[int, str]) -> list[bytes]:
+    """What a node writes for `records` with crashes and handovers at `events`' indexes."""
+    return list(_outputs(scenario, records, events))
+
+
+def hello() -> tuple[str, str, dict[str, str]]:
+    """(the path this process runs, why, where each compiled module was loaded from)."""
+    chosen = compiled.choice()
+    modules = ("sessionizer.engine", "sessionizer.timeline", "sessionizer.hooks", "state.tracker")
+    files = {name: str(import_module(name).__file__) for name in modules}
+    return chosen.path, chosen.reason, files
+
+
+def require_compiled(reason: str) -> None:
+    """Skip only where no build can be made; fail on CI and where one could be."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the compiled hot path, but it runs Python: {reason}")
+    missing = compiled.missing_tools()
+    if missing is not None:
+        pytest.skip(f"no compiled hot path on this machine: {missing}")
+    pytest.fail(
+        f"SESSIONIZER_HOT_PATH=compiled runs Python here ({reason}); build it: make install "
+        "(or .venv/bin/python deploy/build_compiled.py)"
+    )
+
+
+_CALLS: dict[str, Callable[..., Any]] = {"run": run, "hello": hello}
+
+
+class Worker:
+    """A process on one hot path, answering `call`s (`close` it, or use it as a context)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        env = {**os.environ, compiled.ENV: path}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "framework.testing.hot_path_runs"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def call(self, name: str, *args: Any) -> Any:
+        """`name(*args)` in the worker; an exception there fails here with its traceback."""
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        pickle.dump((name, args), stdin)
+        stdin.flush()
+        ok, answer = pickle.load(stdout)
+        if not ok:
+            raise AssertionError(f"the {self.path} worker failed:\n{answer}")
+        return answer
+
+    def close(self) -> None:
+        """End the worker."""
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        self._process.wait(timeout=30)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    import traceback
+
+    while True:
+        try:
+            name, args = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, _CALLS[name](*args))
+        except Exception:  # the test shows it
+            answer = (False, traceback.format_exc())
+        pickle.dump(answer, answers)
+        answers.flush()
+
+
+if __name__ == "__main__":
+    # The answers go to the original stdout; anything printed goes to stderr.
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr
+    _serve(sys.stdin.buffer, channel)

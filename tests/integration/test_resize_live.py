@@ -1,0 +1,110 @@
+"""A live resize on real servers (docs/resize.md): the real Apache log through 2 nodes on 8
+streams, a resize to 12 while the producer and the nodes run, a third node joining, one
+`kill -9` during the migration; the output is exactly the batch definition."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.zookeeper import app_client, zookeeper_client
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.testing.cli import DATA, cli, cli_json
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.verify import expected_sessions, verify_sessions
+from router.formats import parse_file
+from router.ingest import produce_fragments
+from router.producer import ProducerConfig, StreamProducer
+from router.producer_registry import ProducerRegistry
+from sessionizer.examples.weblog import WebSessions
+
+pytestmark = pytest.mark.integration
+WEBLOG = "sessionizer.examples.weblog:WebSessions"
+SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
+
+
+def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+) -> None:
+    connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
+    provision_streams(connection, 8)
+    fragments = parse_file(DATA / "apache_logs", "apache")
+    third = len(fragments) // 3
+    config = ProducerConfig(kafka_bootstrap, app, 8, producer_id="web-1")
+    with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
+        group.start("n1")
+        group.start("n2")
+        with app_client(connection) as client:
+            registry = ProducerRegistry(
+                client, connection.paths, "web-1", streams_of(app, 8), poll_seconds=0.0
+            )
+            with StreamProducer(config, registry=registry) as producer:
+                produce_fragments(producer, fragments[:third])
+                resized = _resize(connection, 12)
+                group.start("n3")
+                # Right after the producer switched, while the streams migrate: kill -9 n1.
+                at = third
+                while producer.config.num_streams == 8 and at < 2 * third:
+                    produce_fragments(producer, fragments[at : at + 100])
+                    at += 100
+                group.nodes["n1"].send(signal.SIGKILL)
+                produce_fragments(producer, fragments[at:], end_of_input=True)
+                assert producer.config.num_streams == 12
+        streams = streams_of(app, 12)
+        wait_for(lambda: settled(zk, connection, ["n2", "n3"], streams), 240, "the resize")
+        conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+        progress = wait_for(
+            lambda: _settled_resize(cli_json("status", "--json", **conn)), 60, "status: settled"
+        )
+        code, table, _err = cli("status", **conn)
+        barriers = [e for n in group.nodes for e in group.nodes[n].events("resize_barrier")]
+        settled_streams = {
+            e["stream"] for n in group.nodes for e in group.nodes[n].events("resize_settled")
+        }
+    written = read_sessions(kafka_bootstrap, app, deduplicate=False)
+    result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+    moved = sum(e["sessions"] for e in barriers)
+    print(
+        f"\nresize 8 -> 12 with a kill -9: {result.line()}; barriers logged {len(barriers)}, "
+        f"sessions migrated {moved}, new streams settled {len(settled_streams)}"
+    )
+    assert result.exact, result.line()
+    assert {e["stream"] for e in barriers} == set(streams_of(app, 8))  # every old stream
+    assert moved > 0 and settled_streams == set(streams[8:])
+    assert resized == {"app": app, "streams": 12, "from": 8, "created": 4, "epoch": 1}
+    assert progress is not None and progress["sessions_moved"] > 0 and progress["held"] == 0
+    assert progress["held_total"] > 0  # the new streams held back moved keys' fragments
+    assert code == 0 and "resize 8 -> 12 (epoch 1): 8/8 streams migrated, 4/4 settled" in table
+    assert f"{progress['sessions_moved']} sessions moved" in table
+
+
+def _resize(connection: ConnectionConfig, count: int) -> dict[str, Any]:
+    """`sessionizer streams resize --count COUNT`, the console script in a subprocess."""
+    servers = ["--zk", connection.zk, "--bootstrap", connection.bootstrap, "--app", connection.app]
+    began = time.monotonic()
+    result = subprocess.run(
+        [SESSIONIZER, "streams", "resize", "--count", str(count), *servers],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    print(f"\nstreams resize --count {count}: {time.monotonic() - began:.1f} s")
+    printed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return printed
+
+
+def _settled_resize(status: dict[str, Any]) -> dict[str, Any] | None:
+    """`status --json`'s resize section once every stream is migrated or settled."""
+    progress = status["resize"]
+    assert progress["from"] == 8 and progress["to"] == 12, progress
+    done = progress["migrated"] == 8 and progress["settled"] == 4
+    return progress if done else None

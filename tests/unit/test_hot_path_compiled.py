@@ -1,0 +1,110 @@
+"""The compiled hot path: selected as asked, and the engine's own unit tests pass on it.
+
+`SESSIONIZER_HOT_PATH=compiled` runs the mypyc build of the engine's modules
+(`framework.kernel.compiled`); a process picks its path when it starts, so the unit
+tests of those modules run once more in a `pytest` child process with the variable
+set (`ON_COMPILED`, but for `LEFT_OUT`: crashes on random streams are left to
+test_hot_path_equivalence.py, which compares the two paths' bytes on random streams
+with crashes and handovers).  This process itself runs whatever its environment
+asked for, and says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from framework.kernel import compiled
+from framework.testing.hot_path_runs import ROOT, require_compiled
+
+MODULES = ("sessionizer.engine", "sessionizer.timeline", "sessionizer.hooks", "state.tracker")
+ON_COMPILED = (
+    "tests/unit/test_engine.py",
+    "tests/unit/test_engine_fold.py",
+    "tests/unit/test_engine_future_property.py",
+    "tests/unit/test_engine_limits.py",
+    "tests/unit/test_engine_state.py",
+    "tests/unit/test_engine_truncation.py",
+    "tests/unit/test_tracker.py",
+    "tests/unit/test_node_task.py",
+    "tests/unit/test_handover_engine.py",
+    "tests/unit/test_dead_letter_visibility.py",
+    "tests/unit/test_hot_path_compiled.py::test_this_process_runs_the_path_it_asked_for",
+)
+"""The unit tests of the compiled modules (and this file's check that they are compiled)."""
+LEFT_OUT = (
+    # Crashes on random streams: the equivalence test runs them on both paths and compares
+    # the bytes; here they would add 25 s to CI.
+    "test_crash_and_resume_gives_exactly_the_uninterrupted_output",
+    "test_truncation_replays_identically_after_crashes",
+    # It reads the engine's attributes with vars(), which a compiled (native) class has not.
+    "test_every_attribute_of_the_engine_survives_a_handover",
+)
+
+
+def test_this_process_runs_the_path_it_asked_for() -> None:
+    chosen = compiled.choice()
+    files = {name: str(importlib.import_module(name).__file__) for name in MODULES}
+    if chosen.path == "python":
+        assert all(file.endswith(".py") for file in files.values()), files
+        if chosen.requested == "compiled":
+            require_compiled(chosen.reason)
+        return
+    assert set(chosen.modules) == set(MODULES)
+    build = compiled.default_build_dir().resolve()
+    assert all(Path(file).parent.is_relative_to(build) for file in files.values()), files
+
+
+def test_an_unknown_path_runs_python_and_says_why() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", "from framework.kernel import compiled; print(compiled.choice())"],
+        env={**os.environ, compiled.ENV: "fast"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "path='python'" in child.stdout and "must be one of compiled, python" in child.stdout
+
+
+def test_a_stale_or_missing_build_runs_python_and_says_why(tmp_path: Path) -> None:
+    problem = compiled.build_problem(tmp_path / "nothing")
+    assert problem is not None and problem.startswith("no build at")
+    (tmp_path / "compiled.failed").write_text("no C compiler (gcc is not on PATH)\n")
+    problem = compiled.build_problem(tmp_path / "compiled")
+    assert problem == "the last build failed (no C compiler (gcc is not on PATH))"
+
+
+def test_the_engine_unit_tests_pass_on_the_compiled_path() -> None:
+    check = subprocess.run(
+        [sys.executable, "-c", "from framework.kernel import compiled; print(compiled.choice())"],
+        env={**os.environ, compiled.ENV: "compiled"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    if "path='compiled'" not in check.stdout:
+        require_compiled(check.stdout.strip())
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--durations=5",
+            "-k",
+            " and ".join(f"not {name}" for name in LEFT_OUT),
+            *ON_COMPILED,
+        ],
+        cwd=ROOT,
+        env={**os.environ, compiled.ENV: "compiled"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    print(child.stdout[-3000:])  # shown by pytest -rP
+    assert child.returncode == 0, child.stdout[-8000:] + child.stderr[-2000:]

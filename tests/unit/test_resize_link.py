@@ -1,0 +1,79 @@
+"""A node's link to live resizes (`framework.node.resize_link`): registry records, sends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from framework.kernel.records import StreamRecord
+from framework.node.resize import Outgoing, StreamResize
+from framework.node.resize_link import ResizeLink, resize_line
+from framework.node.task import StreamTask
+from framework.testing.resize_cases import Members
+from router.resize_wire import Epoch, ResizeMarker, encode_control
+from state.record import StreamState
+
+EPOCH = Epoch(1, 2, 3)
+
+
+@dataclass
+class Records:
+    stored: dict[str, StreamResize] = field(default_factory=dict)
+    writes: list[tuple[str, StreamResize, dict[str, Any]]] = field(default_factory=list)
+
+    def read(self, stream: str) -> StreamResize | None:
+        return self.stored.get(stream)
+
+    def write(
+        self, stream: str, record: StreamResize, progress: dict[str, Any], *, quiet: bool = False
+    ) -> None:
+        self.stored[stream] = record
+        self.writes.append((stream, record, progress))
+
+
+@dataclass
+class Sink:
+    sent: list[Outgoing] = field(default_factory=list)
+
+    def send(self, records: Sequence[Outgoing]) -> None:
+        self.sent.extend(records)
+
+
+def _start(stream: str, offset: int) -> StreamRecord:
+    key, value, headers, stamp = encode_control(ResizeMarker(EPOCH, None, 0))
+    return StreamRecord(stream, offset, key, value, stamp, headers)
+
+
+def test_a_gate_s_start_is_recorded_before_it_lets_the_safe_offset_pass() -> None:
+    stream = "test.stream.0002"  # a new stream: a target
+    records, sink = Records(), Sink()
+    link = ResizeLink(records, sink)
+    task = StreamTask.resume(Members(), StreamState.initial(stream))
+    link.prepare(task)
+    assert task.outgoing == [] and task.gate is None
+    task.handle(_start(stream, 0))
+    assert task.gate is not None and task.gate.holding == 0
+    link.after(task)
+    assert records.stored[stream] == StreamResize(EPOCH, 0, None)
+    assert task.gate.wants_start is None and task.resize == records.stored[stream]
+
+
+def test_a_task_resumed_past_its_epoch_knows_it_from_the_registry() -> None:
+    stream = "test.stream.0000"  # an old stream: a source, its barrier behind it
+    records = Records({stream: StreamResize(EPOCH, 5, 9)})
+    link = ResizeLink(records, Sink())
+    state = StreamState(stream, epoch=1, safe_offset=20, committed_offset=20)
+    task = StreamTask.resume(Members(), state)
+    link.prepare(task)
+    assert task.gate is not None and task.gate.source is not None
+    assert task.gate.source.barrier == 9 and task.gate.holding is None
+
+
+def test_the_status_line_sums_the_streams() -> None:
+    progress = {"from": 8, "to": 12, "epoch": 1, "migrated": 8, "sources": 8, "settled": 3}
+    progress.update(targets=4, sessions_moved=30, held=2, held_total=41)
+    assert resize_line(progress) == (
+        "resize 8 -> 12 (epoch 1): 8/8 streams migrated, 3/4 settled, "
+        "30 sessions moved, 41 records held back (2 still held)"
+    )
