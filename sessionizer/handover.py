@@ -44,6 +44,7 @@ from sessionizer.handover_check import engine_problem
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.producer_clocks import ProducerClocks
 from sessionizer.records import Record
+from sessionizer.session_bytes import session_dumper
 from sessionizer.timeline import KeyTimeline
 from state.record import StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
@@ -207,25 +208,8 @@ def _show(value: object, limit: int = 120) -> str:
 
 
 def _dumper(processor: StreamProcessor[Any], stream: str) -> Callable[[Any], bytes]:
-    """Pack one session object: exact msgpack types by default, else the processor's hook."""
-    custom = type(processor).dump_session is not StreamProcessor.dump_session
-
-    def dump(session: Any) -> bytes:
-        try:
-            if custom:
-                packed: bytes = msgpack.packb(processor.dump_session(session), use_bin_type=True)
-            else:
-                packed = msgpack.packb(session, use_bin_type=True, strict_types=True)
-        except Exception as exc:  # user code or an unsupported type: replay instead
-            kind = type(session).__name__
-            raise HandoverUnavailable(
-                stream,
-                f"{type(processor).__name__} cannot dump a session object of type {kind} "
-                f"({type(exc).__name__}: {exc}); define dump_session/load_session",
-            ) from exc
-        return packed
-
-    return dump
+    """Pack one session object; one that cannot be packed makes the handover unavailable."""
+    return session_dumper(processor, lambda message: HandoverUnavailable(stream, message))
 
 
 def _loader(processor: StreamProcessor[Any]) -> Callable[[bytes], Any]:

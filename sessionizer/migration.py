@@ -32,6 +32,7 @@ import msgpack
 from framework.kernel.fragment import Fragment
 from sessionizer.errors import SessionError
 from sessionizer.processor import StreamProcessor
+from sessionizer.session_bytes import session_dumper
 from sessionizer.timeline import Failure, Member, Segment
 
 __all__ = [
@@ -89,21 +90,7 @@ def session_codec(
     processor: StreamProcessor[Any],
 ) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
     """(dump, load) of session objects, as a handover packs them; dump raises `Unmovable`."""
-    custom = type(processor).dump_session is not StreamProcessor.dump_session
-
-    def dump(session: Any) -> bytes:
-        try:
-            if custom:
-                packed: bytes = msgpack.packb(processor.dump_session(session), use_bin_type=True)
-            else:
-                packed = msgpack.packb(session, use_bin_type=True, strict_types=True)
-        except Exception as exc:  # user code or an unsupported type: it stays where it is
-            raise Unmovable(
-                f"{type(processor).__name__} cannot dump a session object of type "
-                f"{type(session).__name__} ({type(exc).__name__}: {exc}); define "
-                "dump_session/load_session"
-            ) from exc
-        return packed
+    dump = session_dumper(processor, Unmovable)
 
     def load(packed: bytes) -> Any:
         return processor.load_session(msgpack.unpackb(packed, raw=False, strict_map_key=False))
