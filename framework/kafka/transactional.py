@@ -23,9 +23,18 @@ __all__ = [
     "TransactionAborted",
     "TransactionRetriable",
     "TransactionalProducer",
+    "not_read_to_end",
     "open_committed_log",
     "open_transactional_producer",
 ]
+
+
+def not_read_to_end(topic: str, left: list[int], timeout: float) -> ClientError:
+    """A committed-log read that did not reach the topic's end in time (either client)."""
+    return ClientError(
+        f"{topic}: partitions {left} not read to their end in {timeout:g} s "
+        "(an open transaction holds them back, or Kafka is away)"
+    )
 
 
 class ProducerFenced(ClientError):

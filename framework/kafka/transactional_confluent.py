@@ -17,7 +17,12 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from framework.kafka.confluent import ConfluentProducer
 from framework.kafka.errors import CONFLUENT, ClientError
-from framework.kafka.transactional import ProducerFenced, TransactionAborted, TransactionRetriable
+from framework.kafka.transactional import (
+    ProducerFenced,
+    TransactionAborted,
+    TransactionRetriable,
+    not_read_to_end,
+)
 from framework.kernel.kafka_settings import librdkafka_logger
 
 __all__ = ["ConfluentCommittedLog", "ConfluentTransactional"]
@@ -150,10 +155,7 @@ class ConfluentCommittedLog:
             raise ClientError(f"{self.topic}: unreadable ({exc})", exc.detail) from exc
         if left:  # a fresh reader next time: this one may be stuck (a broker restart)
             self.close()
-            raise ClientError(
-                f"{self.topic}: partitions {left} not read to their end in {timeout:g} s "
-                "(an open transaction holds them back, or Kafka is away)"
-            )
+            raise not_read_to_end(self.topic, left, timeout)
         return self._values.get(key)
 
     def _read_to_end(self, timeout: float) -> list[int]:

@@ -37,7 +37,12 @@ from kafka.producer.transaction_manager import TransactionState
 from framework.kafka.consumer import assigned_consumer
 from framework.kafka.errors import CLIENT, ClientError, ClientTimeout
 from framework.kafka.kafka_python import KafkaPythonProducer
-from framework.kafka.transactional import ProducerFenced, TransactionAborted, TransactionRetriable
+from framework.kafka.transactional import (
+    ProducerFenced,
+    TransactionAborted,
+    TransactionRetriable,
+    not_read_to_end,
+)
 
 __all__ = ["KafkaPythonCommittedLog", "KafkaPythonTransactional"]
 
@@ -252,10 +257,7 @@ class KafkaPythonCommittedLog:
             raise
         if left:  # a fresh reader next time: this one may be stuck (a broker restart)
             self.close()
-            raise ClientError(
-                f"{self.topic}: partitions {left} not read to their end in {timeout:g} s "
-                "(an open transaction holds them back, or Kafka is away)"
-            )
+            raise not_read_to_end(self.topic, left, timeout)
         return self._values.get(key)
 
     def _reading(self) -> Any:
