@@ -34,10 +34,17 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers: the tests with real servers on one, in order (tests/conftest.py groups them),
-# the in-process tests on the other beside them (docs/testing.md).
+# The in-process tests run beside the ones with real servers (each mostly waits on its
+# servers), their report printed after; the run fails if either does (docs/testing.md).
 test: lint
-	$(BIN)/pytest -n 2 --dist loadgroup
+	@mkdir -p build
+	$(BIN)/pytest tests/unit > build/unit-tests.log 2>&1 & unit=$$!; \
+	$(BIN)/pytest tests/integration; integration=$$?; \
+	wait $$unit; unit_status=$$?; \
+	echo "== tests/unit (run beside tests/integration; build/unit-tests.log) =="; \
+	cat build/unit-tests.log; \
+	echo "== exit: tests/integration $$integration, tests/unit $$unit_status =="; \
+	[ $$integration -eq 0 ] && [ $$unit_status -eq 0 ]
 
 # The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).
 # BENCH_ARGS passes more flags, e.g. BENCH_ARGS="--output /tmp/RESULTS.md --out-dir /tmp/out".

@@ -23,12 +23,3 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "repository (tests/data/README.md); restore them with `git checkout -- tests/data`"
         )
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under xdist (`make test` runs `-n 2 --dist loadgroup`), every test with real servers
-    runs on one worker, one after another as without xdist, while the other worker runs the
-    in-process tests: the servers' timing is what it is alone, and CI gains the unit tests'
-    minutes. Without xdist the mark does nothing."""
-    for item in items:
-        if "integration" in item.path.parts:
-            item.add_marker(pytest.mark.xdist_group("servers"))
