@@ -22,4 +22,3 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"the real logs {missing} are missing from {DATA}: they are part of the "
             "repository (tests/data/README.md); restore them with `git checkout -- tests/data`"
         )
-
