@@ -196,6 +196,9 @@ def test_cli_json_parquet_and_chart(
     assert json.loads(stdout.strip().splitlines()[-1]) == document
 
 
+# Opt-in (`-m slow`, CI time): the same figures are checked in-process by
+# test_once_gives_the_reference_figures_of_the_deduplicated_sessions.
+@pytest.mark.slow
 def test_console_script_in_a_fresh_process(
     zk_hosts: str, kafka_bootstrap: str, app: str, topic: str, tmp_path: Path
 ) -> None:

@@ -31,7 +31,9 @@ from sessionizer.examples.weblog import WebSessions
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
 
-pytestmark = pytest.mark.integration
+# Opt-in (`-m slow`, CI time): CI runs kill -9 with exactly-once on both clients, with a
+# zombie and a broker restart besides, in test_exactly_once_faults.py.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STREAMS = 8
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
