@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
-from framework.kernel.errors import SessionizerError
+from framework.kernel.errors import StreamError
 from framework.kernel.fragment import Fragment
 from framework.kernel.records import StreamRecord
 from framework.kernel.watermark import Watermark
@@ -36,15 +36,15 @@ from state.record import StreamState
 __all__ = ["Output", "ResizeUnavailable", "StreamTask"]
 
 
-class ResizeUnavailable(SessionizerError):
+class ResizeUnavailable(StreamError):
     """A stream must write resize records to other streams, and its owner cannot send them."""
 
     def __init__(self, stream: str) -> None:
-        self.stream = stream
         super().__init__(
-            f"stream {stream}: a live resize needs this node to write migration records to "
+            stream,
+            "a live resize needs this node to write migration records to "
             "other streams, which this release's sink cannot send (docs/resize.md, 'What the "
-            "node needs'); stop the resize's producers and nodes, or run a node that can"
+            "node needs'); stop the resize's producers and nodes, or run a node that can",
         )
 
 
