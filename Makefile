@@ -34,16 +34,19 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The in-process tests run beside the ones with real servers (each mostly waits on its
-# servers), their report printed after; the run fails if either does (docs/testing.md).
+# Two pytest processes, each mostly waiting on its servers: the in-process tests and
+# then the integration files in BESIDE_UNIT run beside the other integration files; the
+# first's report is printed after, and the run fails if either does (docs/testing.md).
+BESIDE_UNIT := $(addprefix tests/integration/,test_secure_cluster.py test_aggregate.py \
+	test_cluster_faults.py test_plain_install.py test_spark_standalone.py)
 test: lint
 	@mkdir -p build
-	$(BIN)/pytest tests/unit > build/unit-tests.log 2>&1 & unit=$$!; \
-	$(BIN)/pytest tests/integration; integration=$$?; \
+	$(BIN)/pytest tests/unit $(BESIDE_UNIT) > build/unit-tests.log 2>&1 & unit=$$!; \
+	$(BIN)/pytest tests/integration $(addprefix --ignore=,$(BESIDE_UNIT)); integration=$$?; \
 	wait $$unit; unit_status=$$?; \
-	echo "== tests/unit (run beside tests/integration; build/unit-tests.log) =="; \
+	echo "== tests/unit and $(BESIDE_UNIT) (run beside; build/unit-tests.log) =="; \
 	cat build/unit-tests.log; \
-	echo "== exit: tests/integration $$integration, tests/unit $$unit_status =="; \
+	echo "== exit: tests/integration $$integration, tests/unit and the rest $$unit_status =="; \
 	[ $$integration -eq 0 ] && [ $$unit_status -eq 0 ]
 
 # The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).

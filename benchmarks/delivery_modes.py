@@ -256,7 +256,14 @@ def _client_rows(
                 row.update(_throughput(cluster, produced, workload, flags, scratch))
                 progress(f"    {row['fragments_per_s']:,.0f} fragments/s; latency...")
                 row.update(_latency(cluster, workload, flags, args, scratch))
-                progress(f"    latency p50 {row['p50_s']} s, p95 {row['p95_s']} s")
+                if row["latency_sessions"]:
+                    progress(f"    latency p50 {row['p50_s']:.2f} s, p95 {row['p95_s']:.2f} s")
+                else:  # a big workload packs more fragments into each second of event time
+                    progress(
+                        f"    latency: no session of the first {args.latency_fragments:,} "
+                        "fragments closed before the end of input; give more "
+                        "--latency-fragments"
+                    )
             except Exception as exc:  # one failed run must not lose the others' rows
                 row["error"] = f"{type(exc).__name__}: {exc}"
                 progress(f"    FAILED: {row['error']}")

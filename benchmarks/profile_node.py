@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.profile_node [--fragments 300000] [--streams 64]
         [--clients confluent kafka-python] [--rate 100]
+        [--delivery at-least-once|exactly-once] [--commit-interval 1]
 
 The apache workload is produced once to 64 streams; then, for each client, one
 `sessionizer node --kafka-client CLIENT` (WebSessions) sessionizes it from a
@@ -251,7 +252,14 @@ def _profile_one(
         workload,
         1,
         scratch,
-        extra=("--kafka-client", client),
+        extra=(
+            "--kafka-client",
+            client,
+            "--delivery",
+            args.delivery,
+            "--commit-interval",
+            str(args.commit_interval),
+        ),
         on_started=recorder.attach,
     )
     recorder.finish()
@@ -269,7 +277,7 @@ def _profile_one(
         "fragments_per_s": run["fragments_per_s"],
         "threads": dict(profile.threads),
     }
-    return [{"client": client, **row, **extra} for row in profile.rows()]
+    return [{"client": client, "delivery": args.delivery, **row, **extra} for row in profile.rows()]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -280,6 +288,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--clients", nargs="+", choices=CLIENTS, default=list(CLIENTS))
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--raw-dir", help="keep py-spy's raw stacks in this directory")
+    parser.add_argument(
+        "--delivery", choices=("at-least-once", "at-most-once", "exactly-once"),
+        default="at-least-once",
+    )  # fmt: skip
+    parser.add_argument("--commit-interval", type=float, default=1.0)
     args = parser.parse_args(argv)
     load_before = load_average()
     workload = load("apache", args.fragments)
@@ -293,7 +306,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows += _profile_one(cluster, args, produced, workload, transport)
         finally:
             delete_app(connection)
-    columns = ["client", "category", "loop_share", "loop_busy_share", "other_threads_cores"]
+    columns = [
+        "client",
+        "delivery",
+        "category",
+        "loop_share",
+        "loop_busy_share",
+        "other_threads_cores",
+    ]
     show(f"where a node's time goes: {args.fragments:,} apache fragments", rows, columns)
     return save_scenario("profile_node", args, [workload.summary()], load_before, rows)
 

@@ -338,8 +338,10 @@ class Node:
             # From the previous owner's handover when it left one that fits, else by replay.
             resumed[lease.stream] = self.handover.resume(self.processor, state, lease.epoch).task
         if self._link is not None:
-            for task in resumed.values():
-                self._link.prepare(task)
+            for stream, task in list(resumed.items()):
+                if not self._link.prepare(task):  # its resize unknown: not run blind
+                    del resumed[stream]
+                    self._coordinator.report_fenced(stream)
         self._tasks.update(resumed)
         self._check_positions(resumed)
         self._reassign()

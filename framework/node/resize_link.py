@@ -95,13 +95,24 @@ class ResizeLink:
         self.sent = 0
         self._published: dict[str, tuple[dict[str, Any], float]] = {}
 
-    def prepare(self, task: StreamTask) -> None:
-        """A task just resumed: it learns its stream's record, and may write to others."""
+    def prepare(self, task: StreamTask) -> bool:
+        """A task just resumed: it learns its stream's record, and may write to others.
+
+        False if the record cannot be read: the stream must not run then (a source past
+        its barrier would emit what its targets own), and the caller gives it up for now.
+        """
         task.outgoing = []
         try:
             task.know_resize(self.records.read(task.stream))
-        except KazooException as exc:  # the loop goes on; a resize behind it is not known
-            _log.warning("resize_record_unreadable", stream=task.stream, error=str(exc))
+        except KazooException as exc:
+            _log.warning(
+                "resize_record_unreadable",
+                stream=task.stream,
+                error=str(exc),
+                note="stream given up; it is taken again once ZooKeeper answers",
+            )
+            return False
+        return True
 
     def after(self, task: StreamTask) -> None:
         """After a batch of the task's records: send what it wrote, record what it asks."""

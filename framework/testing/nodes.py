@@ -81,6 +81,9 @@ def node_story(group: NodeGroup, events: Collection[str] = STORY_EVENTS) -> str:
             if event.get("event") in events or event.get("level") in ("error", "critical"):
                 fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
                 lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
+        if code is not None:  # what it printed last that is no event: its error line
+            text = member.log_path.read_text(errors="replace").splitlines()
+            lines.extend(f"  | {line}" for line in text[-40:] if not line.startswith("{"))
     return "\n".join(lines)
 
 
@@ -98,7 +101,9 @@ def answering(
     def check() -> Any:
         names = group.nodes if live is None else live()
         dead = {n: code for n in names if (code := group.nodes[n].process.poll()) is not None}
-        assert not dead, f"node(s) exited on their own: {dead}"
+        assert not dead, f"node(s) exited on their own: {dead}\n" + "\n".join(
+            last_words(group, n) for n in dead
+        )
         try:
             return condition()
         except (ClientError, KafkaError, KazooException):  # the layer's, or a raw client's

@@ -7,9 +7,8 @@ output must be exact against the batch definition; with `--delivery
 exactly-once` (the second variant) a `read_committed` reader must also find no
 session twice and none lost, with no de-duplication (docs/delivery.md).
 
-Marker `chaos` (CI runs the at-least-once variant at the default, small size; the
-exactly-once variant, about 2 minutes, is also marked `slow`: run it with `-m slow`.
-CI runs its faults with exactly-once on both clients in test_exactly_once_faults.py):
+Marker `chaos` (CI runs both variants at the default, small size; the faults
+one by one with exactly-once on both clients are in test_exactly_once_faults.py):
 
     SESSIONIZER_CHAOS_SEED=7 SESSIONIZER_CHAOS_FRAGMENTS=40000 pytest -m chaos -s
 
@@ -178,9 +177,7 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
         produce_fragments(producer, fragments, end_of_input=end)
 
 
-@pytest.mark.parametrize(
-    "delivery", ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_chaos_keeps_the_output_exact(
     local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, delivery: str
 ) -> None:

@@ -6,13 +6,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import ConnectionLoss
+from structlog.testing import capture_logs
+
 from framework.kernel.records import StreamRecord
+from framework.node.node import Node
 from framework.node.resize import Outgoing, StreamResize
 from framework.node.resize_link import ResizeLink, resize_line
 from framework.node.task import StreamTask
 from framework.testing.resize_cases import Members
+from framework.testkit.memory import FlushingSink, MemoryLog, memory_parts, node_config, traffic_log
+from router.generator import generate_fragments
 from router.resize_wire import Epoch, ResizeMarker, encode_control
+from sessionizer.examples.weblog import WebSessions
 from state.record import StreamState
+from state.store import VersionedMemory
 
 EPOCH = Epoch(1, 2, 3)
 
@@ -77,3 +85,32 @@ def test_the_status_line_sums_the_streams() -> None:
         "resize 8 -> 12 (epoch 1): 8/8 streams migrated, 3/4 settled, "
         "30 sessions moved, 41 records held back (2 still held)"
     )
+
+
+class Unreadable(Records):
+    """ZooKeeper does not answer for one stream's record."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def read(self, stream: str) -> StreamResize | None:
+        if stream == self.stream:
+            raise ConnectionLoss()
+        return super().read(stream)
+
+
+def test_a_stream_whose_resize_record_cannot_be_read_is_given_up_not_run_blind() -> None:
+    # A source stream past its barrier run without its record would emit sessions its
+    # targets own: the node gives the stream up (to be taken again), the others run on.
+    log = MemoryLog(traffic_log(list(generate_fragments(40, seed=5)), 2))
+    bad, good = sorted(log.streams)
+    sink, coordinators = FlushingSink(), []
+    parts = memory_parts(log, sink, VersionedMemory(), log.caught_up, coordinators)
+    link = ResizeLink(Unreadable(bad), Sink())
+    with capture_logs() as logs:
+        Node(node_config(), processor=WebSessions(), parts=parts, resize=link).run()
+    assert coordinators[0].fenced == [bad]
+    assert any(e["event"] == "resize_record_unreadable" and e["stream"] == bad for e in logs)
+    streams = {s.session_id.rsplit(":", 2)[0] for s in sink.durable.sessions}
+    assert streams == {good}
