@@ -51,12 +51,21 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
             with StreamProducer(config, registry=registry) as producer:
                 produce_fragments(producer, fragments[:third])
                 resized = _resize(connection, 12)
-                group.start("n3")
-                # Right after the producer switched, while the streams migrate: kill -9 n1.
+                # The sources' owners are stopped while the producer switches and sends on, so
+                # moved keys' fragments reach the new streams before any migration-done
+                # marker can: the targets must hold them back, whatever the scheduling.
+                for name in ("n1", "n2"):
+                    group.nodes[name].send(signal.SIGSTOP)
                 at = third
                 while producer.config.num_streams == 8 and at < 2 * third:
                     produce_fragments(producer, fragments[at : at + 100])
                     at += 100
+                produce_fragments(producer, fragments[at : at + 300])  # flushed: in the logs
+                at += 300
+                for name in ("n1", "n2"):
+                    group.nodes[name].send(signal.SIGCONT)
+                group.start("n3")
+                # While the streams migrate: kill -9 n1.
                 group.nodes["n1"].send(signal.SIGKILL)
                 produce_fragments(producer, fragments[at:], end_of_input=True)
                 assert producer.config.num_streams == 12
@@ -76,7 +85,8 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
     moved = sum(e["sessions"] for e in barriers)
     print(
         f"\nresize 8 -> 12 with a kill -9: {result.line()}; barriers logged {len(barriers)}, "
-        f"sessions migrated {moved}, new streams settled {len(settled_streams)}"
+        f"sessions migrated {moved}, new streams settled {len(settled_streams)}, "
+        f"held back {progress and progress['held_total']}"
     )
     assert result.exact, result.line()
     assert {e["stream"] for e in barriers} == set(streams_of(app, 8))  # every old stream
