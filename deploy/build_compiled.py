@@ -4,11 +4,12 @@
         [--modules sessionizer/engine.py ...] [--strict]
 
 `make install` runs it (docs/nodes.md, "The compiled hot path"); 15-25 s of CPU.
-It compiles `MODULES` (the session engine, the key timelines, the hook glue and the
-safe-offset tracker) with mypyc (from the `test` extra) into C extension modules of
-the same names under `--out`, outside the source packages: the `.py` files stay what
-runs by default, and `framework.kernel.compiled` puts the build first on the
-packages' `__path__` only in a process started with `SESSIONIZER_HOT_PATH=compiled`.
+It compiles `framework.kernel.compiled.MODULES` (the session engine, its due queues,
+the key timelines, the hook glue and the safe-offset tracker) with mypyc (from the
+`test` extra) into C extension modules of the same names under `--out`, outside the
+source packages: the `.py` files stay what runs by default, and
+`framework.kernel.compiled` puts the build first on the packages' `__path__` only in
+a process started with `SESSIONIZER_HOT_PATH=compiled`.
 
 `--out` receives the extension modules, mypyc's shared library and `manifest.json`:
 the modules, the library's name, this interpreter's extension suffix and the
@@ -45,19 +46,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from framework.kernel import compiled  # noqa: E402
 from framework.kernel.compiled import FAILED, MANIFEST, digest, missing_tools  # noqa: E402
 
-MODULES = (
-    "sessionizer/engine.py",
-    "sessionizer/timeline.py",
-    "sessionizer/hooks.py",
-    "state/tracker.py",
-)
-"""What is compiled, chosen by measurement (benchmarks/HOT_PATH.md): compiling the
-stream task (framework/node/task.py), the wire decoder or the producer clocks as well
-measured no faster.  A module of another package needs that package's `__init__` to
-pass its `__path__` through `framework.kernel.compiled.package_path` (framework.node's
-does)."""
+MODULES = tuple(f"{name.replace('.', '/')}.py" for name in compiled.MODULES)
 PACKAGES = ("framework", "router", "balancer", "state", "sessionizer")
 OPT_LEVEL = "1"
 """The C compiler's -O (`MYPYC_OPT_LEVEL` or `--opt-level` choose another): 1 compiles in

@@ -33,12 +33,12 @@ take or refuse a fragment before it is placed (`attach`; none by default).
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark
 from sessionizer import hooks
+from sessionizer.due_queue import DueQueue
 from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.migration import LATE, PLACE, KeyGate
@@ -87,13 +87,13 @@ class SessionEngine:
             next_offset=state.safe_offset, stream_time_ms=state.stream_time_ms, ignore=state.ignore
         )
         self._timelines: dict[str, KeyTimeline] = {}
-        # Min-heaps of (time, key): when to look at a key again, for its first session's
-        # deadline and for its first raw member (due one past its event time: folded once
-        # `stream time - grace` is above it).  Lazy deletion: an entry counts while its
-        # time is the key's `deadline_due` / `fold_due` (`KeyTimeline`).  Two heaps, so
-        # that sessions still close in the order of their deadlines.  Appends push nothing.
-        self._deadlines: list[tuple[int, str]] = []
-        self._folds: list[tuple[int, str]] = []
+        # When to look at a key again, for its first session's deadline and for its first
+        # raw member (due one past its event time: folded once `stream time - grace` is
+        # above it).  Lazy deletion: an entry counts while its time is the key's
+        # `deadline_due` / `fold_due` (`KeyTimeline`).  Two queues, so that sessions still
+        # close in the order of their deadlines.  Appends add nothing.
+        self._deadlines = DueQueue(self._deadline_of)
+        self._folds = DueQueue(self._fold_of)
         self._budget = ignore_budget_bytes
         self._parked: Parked | None = None
         self._fragments = self._watermarks = self._sessions = 0
@@ -177,7 +177,7 @@ class SessionEngine:
             epoch=self._epoch,
             safe_offset=self._tracker.safe_offset,
             committed_offset=next_offset,
-            stream_time_ms=self._tracker.stream_time_at_safe_offset,
+            stream_time_ms=self._tracker.stream_time_at_safe_offset(self._opened_before),
             ignore=self._tracker.ignore_list(),
             user_blob=user_blob,
             open_sessions=self._tracker.open_sessions,
@@ -204,8 +204,8 @@ class SessionEngine:
             stream_time_ms=self._stream_time_ms,
             tracker=self._tracker,
             timelines=tuple(self._timelines.values()),
-            deadlines=tuple(self._deadlines),
-            folds=tuple(self._folds),
+            deadlines=tuple(self._deadlines.live()),
+            folds=tuple(self._folds.live()),
             parked=self._parked,
             clocks=self._clocks,
         )
@@ -229,8 +229,10 @@ class SessionEngine:
         engine._stream_time_ms = saved.stream_time_ms
         engine._tracker = saved.tracker
         engine._timelines = {timeline.key: timeline for timeline in saved.timelines}
-        engine._deadlines = list(saved.deadlines)
-        engine._folds = list(saved.folds)
+        for due, key in saved.deadlines:
+            engine._deadlines.add(due, key)
+        for due, key in saved.folds:
+            engine._folds.add(due, key)
         engine._parked = saved.parked
         engine._clocks = saved.clocks
         return engine
@@ -281,7 +283,7 @@ class SessionEngine:
         timeline = self._timelines[key] = KeyTimeline(key)
         timeline.extend(segments)
         for segment in segments:
-            self._tracker.session_opened(key, *segment.opener())
+            self._tracker.session_opened(key, segment.first_offset)
         self._schedule(timeline)
 
     def place_held(
@@ -306,7 +308,7 @@ class SessionEngine:
             timeline.place((event_time, fragment.offset, is_end, before, fragment), self.timing)
         for segment in timeline:
             segment.rebound()
-            self._tracker.session_opened(key, *segment.opener())
+            self._tracker.session_opened(key, segment.first_offset)
         if timeline:
             self._timelines[key] = timeline
             self._schedule(timeline)
@@ -469,7 +471,7 @@ class SessionEngine:
             for first_offset in dropped:
                 self._tracker.session_dropped(first_offset)
             for segment in added:
-                self._tracker.session_opened(key, *segment.opener())
+                self._tracker.session_opened(key, segment.first_offset)
             self._schedule(timeline)
         return self._advance(self._clocks.fragment(event_time))
 
@@ -500,8 +502,8 @@ class SessionEngine:
         # Even without a new stream time, a fragment (an END) can be final at once.
         line = self._stream_time_ms - self.timing.grace_ms
         folds, gate = self._folds, self._gate
-        while folds and folds[0][0] <= line:
-            due, key = heapq.heappop(folds)
+        while folds.earliest <= line and (entry := folds.pop_due(line)) is not None:
+            due, key = entry
             timeline = self._timelines.get(key)
             if timeline is not None and timeline.fold_due == due:
                 timeline.fold_due = None
@@ -511,8 +513,8 @@ class SessionEngine:
                 self._schedule(timeline)
         outputs: list[EngineOutput] = []
         deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= line:
-            due, key = heapq.heappop(deadlines)
+        while deadlines.earliest <= line and (entry := deadlines.pop_due(line)) is not None:
+            due, key = entry
             timeline = self._timelines.get(key)
             if timeline is None or timeline.deadline_due != due:
                 continue  # stale: superseded by an earlier deadline that already fired
@@ -537,6 +539,17 @@ class SessionEngine:
             outputs.extend(self._finish(key, segment))
         return outputs
 
+    def _opened_before(self, first_offset: int, key: str) -> int | None:
+        return self._timelines[key].opened_before(first_offset)
+
+    def _deadline_of(self, key: str) -> int | None:
+        timeline = self._timelines.get(key)
+        return None if timeline is None else timeline.deadline_due
+
+    def _fold_of(self, key: str) -> int | None:
+        timeline = self._timelines.get(key)
+        return None if timeline is None else timeline.fold_due
+
     def _schedule(self, timeline: KeyTimeline) -> None:
         """Make sure the heaps fire for the key's next deadline and its next member to fold."""
         deadline = timeline.next_deadline(self.timing)
@@ -544,11 +557,11 @@ class SessionEngine:
             timeline.deadline_due is None or deadline < timeline.deadline_due
         ):
             timeline.deadline_due = deadline
-            heapq.heappush(self._deadlines, (deadline, timeline.key))
+            self._deadlines.add(deadline, timeline.key)
         first = timeline.first_raw_ts()
         if first is not None and (timeline.fold_due is None or first + 1 < timeline.fold_due):
             timeline.fold_due = first + 1
-            heapq.heappush(self._folds, (first + 1, timeline.key))
+            self._folds.add(first + 1, timeline.key)
 
     def _finish(self, key: str, segment: Segment, *, truncated: bool = False) -> list[EngineOutput]:
         pending = segment.raw

@@ -117,9 +117,10 @@ def encode_state(saved: EngineState, dump: Callable[[Any], bytes]) -> dict[str, 
     Its keys are `sessionizer.handover_check.ENGINE_FIELDS`.
     """
     parked = saved.parked
+    timelines = {timeline.key: timeline for timeline in saved.timelines}
     return {
         "time": saved.stream_time_ms,
-        "tracker": saved.tracker.export_state(),
+        "tracker": saved.tracker.export_state(lambda at, key: timelines[key].opened_before(at)),
         "timelines": [timeline.export_state(dump) for timeline in saved.timelines],
         "deadlines": [list(item) for item in saved.deadlines],
         "folds": [list(item) for item in saved.folds],

@@ -403,6 +403,13 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
         self.clear()
         return final
 
+    def opened_before(self, first_offset: int) -> int | None:
+        """The stream time before the first-read record of the session at `first_offset`."""
+        for segment in self:
+            if segment.first_offset == first_offset:
+                return segment.opener()[1]
+        raise SessionNotOpen(f"key {self.key!r}: no open session starts at offset {first_offset}")
+
     def next_deadline(self, timing: Timing) -> int | None:
         """Return the deadline of the first open session, or None if there is none."""
         return self[0].deadline(timing) if self else None

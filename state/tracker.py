@@ -23,12 +23,18 @@ what was read, never on when commits happened: the engine compares it with
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from state.record import IgnoreEntry
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "IGNORE_LIST_BUDGET_BYTES", "SafeOffsetTracker", "entry_bytes"]
+__all__ = [
+    "ENTRY_OVERHEAD_BYTES",
+    "IGNORE_LIST_BUDGET_BYTES",
+    "OpenedBefore",
+    "SafeOffsetTracker",
+    "entry_bytes",
+]
 
 IGNORE_LIST_BUDGET_BYTES: Final = 512 * 1024
 """Largest encoded ignore list the engine lets a stream reach (uncompressed, msgpack).
@@ -42,6 +48,11 @@ ENTRY_OVERHEAD_BYTES: Final = 40
 A 5-element array header (1), a str header (at most 3 for keys up to 64 KiB) and four
 integers of at most 9 bytes each.
 """
+
+OpenedBefore = Callable[[int, str], int | None]
+"""(first offset, key) of an open session -> the stream time before its first record was
+read.  The engine's session keeps it (`Segment.opener`); the tracker asks rather than
+hold a copy of it per open session."""
 
 # Finished entries are pruned lazily, when their number has doubled since the last
 # prune (plus this slack), so pruning costs O(1) amortized per finished session.
@@ -65,10 +76,8 @@ class SafeOffsetTracker:
     ) -> None:
         self._next_offset = next_offset
         self._stream_time_ms = stream_time_ms
-        # Open sessions: first offset -> key, and -> stream time before it was read.  Two
-        # dicts rather than one of (key, time) objects: 20 bytes less per open session.
+        # Open sessions: first offset -> key (the stream time before it: `OpenedBefore`).
         self._open: dict[int, str] = {}
-        self._open_before: dict[int, int | None] = {}
         # Parked records: offset -> stream time when they were read.
         self._held: dict[int, int | None] = {}
         # Min-heap of the offsets in `_open` and `_held`, with lazy deletion (an offset
@@ -105,14 +114,14 @@ class SafeOffsetTracker:
         holder = self._oldest_holder()
         return self._next_offset if holder is None else holder
 
-    @property
-    def stream_time_at_safe_offset(self) -> int | None:
+    def stream_time_at_safe_offset(self, opened_before: OpenedBefore) -> int | None:
         """Stream time just before the record at the safe offset was processed."""
         holder = self._oldest_holder()
         if holder is None:
             return self._stream_time_ms
-        if holder in self._open:
-            return self._open_before[holder]
+        key = self._open.get(holder)
+        if key is not None:
+            return opened_before(holder, key)
         return self._held[holder]
 
     def oldest_open(self) -> tuple[int, str] | None:
@@ -139,16 +148,14 @@ class SafeOffsetTracker:
         self._next_offset = max(self._next_offset, next_offset)
         self._stream_time_ms = stream_time_ms
 
-    def session_opened(self, key: str, first_offset: int, stream_time_before: int | None) -> None:
+    def session_opened(self, key: str, first_offset: int) -> None:
         """Register an open session whose earliest-read fragment is at `first_offset`."""
         self._open[first_offset] = key
-        self._open_before[first_offset] = stream_time_before
         self._push_holder(first_offset)
 
     def session_dropped(self, first_offset: int) -> None:
         """Forget an open session that was merged or re-split (its fragments live on)."""
         del self._open[first_offset]
-        del self._open_before[first_offset]
 
     def hold(self, offset: int, stream_time_before: int | None) -> None:
         """Hold the safe offset at a parked record (read when stream time was as given)."""
@@ -162,7 +169,6 @@ class SafeOffsetTracker:
     def session_finished(self, first_offset: int, entry: IgnoreEntry) -> None:
         """Move the open session at `first_offset` to the finished ones."""
         del self._open[first_offset]
-        del self._open_before[first_offset]
         self._add_finished(entry)
         if self._finished_count >= self._prune_at:
             self.prune()
@@ -186,15 +192,16 @@ class SafeOffsetTracker:
         self._finished_count = sum(len(group) for group in self._finished.values())
         self._prune_at = 2 * self._finished_count + _PRUNE_SLACK
 
-    def export_state(self) -> list[Any]:
+    def export_state(self, opened_before: OpenedBefore) -> list[Any]:
         """Everything the tracker holds, as msgpack-able data (a handover, DESIGN section 5).
 
         Every attribute is carried as it is (heaps in their order), so a tracker
-        restored from it decides exactly as this one would.
+        restored from it decides exactly as this one would.  Each open session carries
+        the stream time before it (checked against its session's; not kept here).
         """
         return [
             [self._next_offset, self._stream_time_ms],
-            [[offset, key, self._open_before[offset]] for offset, key in self._open.items()],
+            [[offset, key, opened_before(offset, key)] for offset, key in self._open.items()],
             [[offset, time] for offset, time in self._held.items()],
             list(self._holders),
             [list(item) for item in self._entry_heap],
@@ -211,7 +218,6 @@ class SafeOffsetTracker:
         finished, skippable, (finished_count, prune_at) = data[6:]
         tracker = cls(next_offset=next_offset, stream_time_ms=stream_time)
         tracker._open = {offset: key for offset, key, _ in opened}
-        tracker._open_before = {offset: time for offset, _, time in opened}
         tracker._held = {offset: time for offset, time in held}
         tracker._holders = list(holders)
         tracker._entry_heap = [(offset, cost) for offset, cost in heap]

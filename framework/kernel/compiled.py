@@ -56,6 +56,17 @@ PATHS: Final[tuple[HotPath, ...]] = ("compiled", "python")
 ENV: Final = "SESSIONIZER_HOT_PATH"
 DIR_ENV: Final = "SESSIONIZER_COMPILED_DIR"
 MANIFEST: Final = "manifest.json"
+MODULES: Final = (
+    "sessionizer.engine",
+    "sessionizer.due_queue",
+    "sessionizer.timeline",
+    "sessionizer.hooks",
+    "state.tracker",
+)
+"""What is compiled, chosen by measurement (benchmarks/HOT_PATH.md): compiling the
+stream task (framework/node/task.py), the wire decoder or the producer clocks as well
+measured no faster.  A module of another package needs that package's `__init__` to
+pass its `__path__` through `package_path` (framework.node's does)."""
 """In the build directory: the compiled modules, mypyc's library, and the sources' digests."""
 FAILED: Final = ".failed"
 """Beside the build directory, `<build>.failed` (`build/compiled.failed`): why the last

@@ -78,8 +78,7 @@ def run(scenario: Any, records: list[Any], events: dict[int, str]) -> list[bytes
 def hello() -> tuple[str, str, dict[str, str]]:
     """(the path this process runs, why, where each compiled module was loaded from)."""
     chosen = compiled.choice()
-    modules = ("sessionizer.engine", "sessionizer.timeline", "sessionizer.hooks", "state.tracker")
-    files = {name: str(import_module(name).__file__) for name in modules}
+    files = {name: str(import_module(name).__file__) for name in compiled.MODULES}
     return chosen.path, chosen.reason, files
 
 

@@ -16,6 +16,7 @@ from framework import StreamProcessor
 from framework.kernel.watermark import Watermark
 from framework.testing.engine_cases import Recorder, scenarios
 from sessionizer import Fragment, Record, SessionEngine
+from sessionizer.due_queue import DueQueue
 from sessionizer.engine_state import CARRIED, PER_OWNER, REBUILT, EngineState
 from sessionizer.handover import (
     HandoverUnavailable,
@@ -43,6 +44,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return (type(value).__name__, [_plain(item) for item in value])
+    if isinstance(value, DueQueue):  # stale entries are not carried: they decide nothing
+        return value.live()
     if isinstance(value, bytearray):
         return bytes(value)
     if hasattr(value, "export_state"):  # a part with its own handover test (producer clocks)

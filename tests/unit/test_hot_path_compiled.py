@@ -20,7 +20,7 @@ from pathlib import Path
 from framework.kernel import compiled
 from framework.testing.hot_path_runs import ROOT, require_compiled
 
-MODULES = ("sessionizer.engine", "sessionizer.timeline", "sessionizer.hooks", "state.tracker")
+MODULES = compiled.MODULES
 ON_COMPILED = (
     "tests/unit/test_engine.py",
     "tests/unit/test_engine_fold.py",

@@ -11,6 +11,19 @@ from framework.testing.engine_cases import FIGURE_4_3
 from state import IgnoreEntry, SafeOffsetTracker
 from state.tracker import ENTRY_OVERHEAD_BYTES, entry_bytes
 
+_BEFORE: dict[int, int | None] = {}
+"""Stream time before each open session's first record, as its session in an engine
+keeps it (the tracker asks for it: `OpenedBefore`)."""
+
+
+def _open(tracker: SafeOffsetTracker, key: str, offset: int, before: int | None) -> None:
+    _BEFORE[offset] = before
+    tracker.session_opened(key, offset)
+
+
+def _before(offset: int, key: str) -> int | None:
+    return _BEFORE[offset]
+
 
 def _drive_figure() -> dict[int, tuple[int, set[str]]]:
     """Feed Figure 4.3 to a tracker; return (safe offset, ignored sessions) after each offset."""
@@ -20,7 +33,7 @@ def _drive_figure() -> dict[int, tuple[int, set[str]]]:
     for offset, session, mark in FIGURE_4_3:
         if mark == "+":
             first[session] = offset
-            tracker.session_opened(session, offset, stream_time_before=offset - 1)
+            _open(tracker, session, offset, offset - 1)
         elif mark == "*":
             start = first[session]
             entry = IgnoreEntry(session, start, offset, offset, offset)
@@ -45,17 +58,17 @@ def test_safe_offset_is_next_offset_when_nothing_is_open() -> None:
     tracker = SafeOffsetTracker(next_offset=5, stream_time_ms=40)
     assert tracker.safe_offset == 5
     tracker.advance(9, stream_time_ms=70)
-    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (9, 70)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset(_before)) == (9, 70)
 
 
 def test_stream_time_is_the_one_just_before_the_safe_offset() -> None:
     tracker = SafeOffsetTracker()
-    tracker.session_opened("a", 3, stream_time_before=100)
-    tracker.session_opened("b", 7, stream_time_before=180)
+    _open(tracker, "a", 3, 100)
+    _open(tracker, "b", 7, 180)
     tracker.advance(10, stream_time_ms=250)
-    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (3, 100)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset(_before)) == (3, 100)
     tracker.session_dropped(3)  # merged away: its fragments now live in another session
-    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (7, 180)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset(_before)) == (7, 180)
 
 
 def test_skip_needs_key_span_and_offset() -> None:
@@ -80,10 +93,10 @@ def test_a_new_session_starting_at_the_end_fragments_millisecond_is_not_skipped(
 
 def test_ignore_list_drops_sessions_wholly_before_the_safe_offset() -> None:
     tracker = SafeOffsetTracker()
-    tracker.session_opened("open", 4, stream_time_before=0)
-    tracker.session_opened("done", 1, stream_time_before=0)
+    _open(tracker, "open", 4, 0)
+    _open(tracker, "done", 1, 0)
     tracker.session_finished(1, IgnoreEntry("done", 0, 5, 3, 3))
-    tracker.session_opened("later", 5, stream_time_before=0)
+    _open(tracker, "later", 5, 0)
     tracker.session_finished(5, IgnoreEntry("later", 6, 9, 6, 6))
     tracker.advance(7, stream_time_ms=9)
     assert [e.key for e in tracker.ignore_list()] == ["later"]
@@ -94,9 +107,9 @@ def test_a_parked_record_holds_the_safe_offset_like_an_open_session() -> None:
     tracker = SafeOffsetTracker(next_offset=3, stream_time_ms=40)
     tracker.hold(3, stream_time_before=40)
     tracker.advance(6, stream_time_ms=40)
-    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset) == (3, 40)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset(_before)) == (3, 40)
     assert tracker.open_sessions == 0 and tracker.oldest_open() is None
-    tracker.session_opened("a", 5, stream_time_before=40)
+    _open(tracker, "a", 5, 40)
     assert tracker.oldest_open() is None  # the parked record is older
     tracker.release(3)
     assert (tracker.safe_offset, tracker.oldest_open()) == (5, (5, "a"))
@@ -106,10 +119,10 @@ def test_a_parked_record_holds_the_safe_offset_like_an_open_session() -> None:
 
 def test_ignore_bytes_counts_exactly_the_entries_at_or_after_the_safe_offset() -> None:
     tracker = SafeOffsetTracker()
-    tracker.session_opened("long", 0, stream_time_before=None)
-    tracker.session_opened("x", 2, stream_time_before=None)
+    _open(tracker, "long", 0, None)
+    _open(tracker, "x", 2, None)
     for offset, key in [(1, "s1"), (3, "s22"), (4, "s333")]:
-        tracker.session_opened(key, offset, stream_time_before=None)
+        _open(tracker, key, offset, None)
         tracker.session_finished(offset, IgnoreEntry(key, offset, offset, offset, offset))
     tracker.advance(5, stream_time_ms=4)
     assert tracker.ignore_bytes() == 2 + 3 + 4 + 3 * ENTRY_OVERHEAD_BYTES
