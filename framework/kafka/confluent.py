@@ -52,6 +52,22 @@ class ConfluentProducer:
         token: object = None,
     ) -> None:
         """Queue one record; when librdkafka's queue is full, serve it until there is room."""
+        if token is None and partition is not None:
+            # The common case (fragments, watermarks) without a keyword dict or a `with`
+            # (benchmarks/HOT_PATH.md, "The producer's own cost").
+            try:
+                self._produce(
+                    topic, value, key, partition=partition, timestamp=timestamp_ms or 0,
+                    headers=None if headers is None else list(headers),
+                )  # fmt: skip
+                return
+            except Exception as exc:
+                failed = CONFLUENT_SENDING.mapped(exc)
+                if failed is None:
+                    raise
+                if failed.client_class != "BufferError":
+                    raise failed from exc
+                # A full local queue: served below until there is room.
         kwargs: dict[str, Any] = {"timestamp": timestamp_ms or 0, "headers": _wide(headers)}
         if partition is not None:
             kwargs["partition"] = partition

@@ -44,9 +44,7 @@ class KafkaPythonProducer:
         token: object = None,
     ) -> None:
         """Queue one record (kafka-python batches it; the I/O thread sends)."""
-        # Refused before it was queued: too large, or no metadata or buffer space
-        # within max_block_ms.
-        with SENDING:
+        try:
             future = self._producer.send(
                 topic,
                 value=value,
@@ -55,6 +53,13 @@ class KafkaPythonProducer:
                 partition=partition,
                 timestamp_ms=timestamp_ms,
             )
+        except Exception as exc:
+            # Refused before it was queued: too large, or no metadata or buffer space
+            # within max_block_ms.  (An `except`, not a `with`: no calls per send.)
+            failed = SENDING.mapped(exc)
+            if failed is None:
+                raise
+            raise failed from exc
         self._pending.append((future, topic, key, token))
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:

@@ -24,6 +24,7 @@ from kafka.errors import (
 from kafka.future import Future
 
 import framework.kafka.kafka_python as kafka_python
+from framework.kafka.confluent import ConfluentProducer
 from framework.kafka.errors import (
     CLIENT,
     CONFLUENT,
@@ -170,3 +171,30 @@ def test_a_refused_send_raises_the_projects_class(
     with pytest.raises(SendFailed) as caught:
         producer.send("app.sessions", b"k", b"v")
     assert type(caught.value) is SendFailed
+
+
+def test_a_confluent_send_is_refused_mapped_or_retried_behind_a_full_queue() -> None:
+    """librdkafka without a broker: a record over `message.max.bytes` is refused at once as
+    `RecordTooLarge`; a full local queue (`BufferError`) is served, then the record queued;
+    an exception of no client passes unchanged."""
+    producer = ConfluentProducer({"bootstrap.servers": "127.0.0.1:1", "message.max.bytes": 1_000})
+    try:
+        with pytest.raises(RecordTooLarge):
+            producer.send("app.stream.0000", b"k", b"x" * 2_000, partition=0)
+        queued: list[bytes] = []
+
+        def produce(topic: str, value: bytes, key: bytes, **options: Any) -> None:
+            if key == b"odd":
+                raise ValueError("not a client's")
+            if not queued:
+                queued.append(b"full")
+                raise BufferError("Local: Queue full")
+            queued.append(key)
+
+        producer._produce = produce
+        producer.send("app.stream.0000", b"first", b"v", partition=0, timestamp_ms=1)
+        assert queued == [b"full", b"first"]
+        with pytest.raises(ValueError, match="not a client's"):
+            producer.send("app.stream.0000", b"odd", b"v", partition=0)
+    finally:
+        producer.close(0)
