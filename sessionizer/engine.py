@@ -551,7 +551,7 @@ class SessionEngine:
         return None if timeline is None else timeline.fold_due
 
     def _schedule(self, timeline: KeyTimeline) -> None:
-        """Make sure the heaps fire for the key's next deadline and its next member to fold."""
+        """Make sure the queues fire for the key's next deadline and its next member to fold."""
         deadline = timeline.next_deadline(self.timing)
         if deadline is not None and (
             timeline.deadline_due is None or deadline < timeline.deadline_due

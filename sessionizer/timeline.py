@@ -315,8 +315,9 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
         super().__init__()
         self.key = key
         # The engine's schedule (here, not in dicts of its own: less memory per key).
-        # Its heaps hold (time, key) with lazy deletion: an entry counts while its time
-        # equals the key's `*_due`; one may fire early, the key is then rescheduled.
+        # Its queues (`sessionizer.due_queue`) hold keys by due time with lazy deletion:
+        # an entry counts while its time equals the key's `*_due`; one may fire early,
+        # the key is then rescheduled.
         self.deadline_due: int | None = None
         """When `stream time - grace` reaches the first session's deadline (at the latest)."""
         self.fold_due: int | None = None
