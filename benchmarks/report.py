@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import delivery_modes, report_limits, report_sections, resize
+from benchmarks import delivery_modes, report_limits, report_sections, resize, session_memory
 from benchmarks.common import out_dir, progress
 from benchmarks.report_notes import NOTES, READING
 from benchmarks.report_plots import Plot, save
@@ -57,6 +57,10 @@ SECTIONS: dict[str, tuple[str, Section]] = {
         delivery_modes.section,
     ),
     "resize": ("Live resize: 8 -> 12 streams, 2 -> 3 nodes (issue 23)", resize.section),
+    "session_memory": (
+        "Memory per open session, grace 0, each hot path (issue 24)",
+        session_memory.section,
+    ),
 }
 SCENARIOS = tuple(SECTIONS)
 
@@ -98,6 +102,11 @@ def _header(meta: Payload | None, payloads: dict[str, Payload | None]) -> list[s
             f"the same cluster ({meta['cluster']}).  Raw numbers: "
             f"`{meta.get('out_dir', 'benchmarks/out')}/*.json`.",
             "",
+            *[
+                f"Continued by `{later['command']}` on {later['date']} (`--append`: the "
+                "scenarios it names ran then, on a cluster of their own, after the rest).\n"
+                for later in meta.get("continued", [])
+            ],
             "## Machine",
             "",
         ]
@@ -143,12 +152,18 @@ def _header(meta: Payload | None, payloads: dict[str, Payload | None]) -> list[s
 
 def _targets(payloads: dict[str, Payload | None]) -> list[str]:
     return [
-        "## Issue 16's targets, this run",
+        "## Issue 24's targets, this run",
         "",
-        "Apache workload, 64 streams, one node, both Kafka transports side by side; `today` is "
+        "Apache workload, 1,000,000 fragments (at full size), 64 streams, one node; `today` is "
         "the issue's figure before the work.  A `-` under `met` means no target, or not run.",
         "",
-        markdown(figures(payloads), list(TARGET_COLUMNS)),
+        markdown(figures(payloads, "24"), list(TARGET_COLUMNS)),
+        "",
+        "## Issue 16's targets, this run",
+        "",
+        "The first performance issue's figures, on the same run.",
+        "",
+        markdown(figures(payloads, "16"), list(TARGET_COLUMNS)),
         "",
     ]
 

@@ -146,6 +146,13 @@ NOTES = {
         "resize while the producer runs, after it from every new stream consuming until all "
         "is committed (docs/resize.md)."
     ),
+    "session_memory": (
+        "`SessionEngine` with `WebSessions` and grace 0 (no fragment held raw, no session "
+        "ended), every record decoded from msgpack bytes as a node does; each figure from a "
+        "fresh process per hot path (`SESSIONIZER_HOT_PATH`): `tracemalloc`'s traced heap, "
+        "and the resident set, after minus before, per open session.  `loaded`: the path the "
+        "process really ran (benchmarks/HOT_PATH.md)."
+    ),
 }
 
 

@@ -36,6 +36,7 @@ committed results.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -61,6 +62,7 @@ from benchmarks import (
     profile_node,
     resize,
     scaling,
+    session_memory,
     skew,
     zookeeper_commits,
 )
@@ -114,6 +116,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
                 ["--fragments", "50000", "--clients", "confluent", "--latency-fragments", "3000"],
             ),
             "resize": (resize.main, ["--fragments", "30000"]),
+            "session_memory": (session_memory.main, ["--sessions", "50000"]),
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
@@ -129,6 +132,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "skew": (skew.main, []),
         "delivery_modes": (delivery_modes.main, size),
         "resize": (resize.main, ["--fragments", str(min(args.fragments, 300_000))]),
+        "session_memory": (session_memory.main, []),
     }
 
 
@@ -148,6 +152,7 @@ def _machine() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "java": _first_line(["java", "-version"]),
+        "hot path (SESSIONIZER_HOT_PATH)": os.environ.get("SESSIONIZER_HOT_PATH", "python"),
     }
 
 
@@ -203,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     parser.add_argument("--output", type=Path, default=RESULTS, help="the report to write")
     parser.add_argument("--out-dir", type=Path, help="JSON results (default benchmarks/out)")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="continue the run whose results are in the output directory: its scenarios stay "
+        "in the report, and the report says which ran later",
+    )
     args = parser.parse_args(argv)
     if args.out_dir is not None:
         os.environ[OUT_ENV] = str(args.out_dir.resolve())
@@ -213,44 +224,76 @@ def main(argv: list[str] | None = None) -> int:
     if load >= 1.5:
         progress(f"note: the machine is busy (load average {load:.2f}); numbers will show it")
     started = time.time()
-    meta: dict[str, Any] = {
-        "command": command.strip(),
+    meta = _continued(command.strip()) if args.append else _fresh(command.strip(), args.quick)
+    plan = _plan(args)
+    with bench_cluster() as cluster:
+        meta.setdefault("cluster", cluster.origin)
+        path = _run_scenarios(meta, plan, args, started)
+    show(
+        f"issue 24 targets, this run ({(time.time() - started) / 60:.1f} min)",
+        figures(load_payloads()),
+        TARGET_COLUMNS,
+    )
+    progress(f"\nwrote {path} and its plots in {path.parent / 'plots'}")
+    return 1 if meta["errors"] else 0
+
+
+def _fresh(command: str, quick: bool) -> dict[str, Any]:
+    """The run's record: what ran, where, on what."""
+    return {
+        "command": command,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "quick": args.quick,
+        "quick": quick,
         "machine": _machine(),
         "versions": _versions(),
         "load": {},
         "errors": {},
         "ran": [],
         "out_dir": str(out_dir()),
+        "seconds": 0.0,
     }
-    plan = _plan(args)
-    with bench_cluster() as cluster:
-        meta["cluster"] = cluster.origin
-        for number, name in enumerate(args.only, start=1):
-            run, scenario_args = plan[name]
-            progress(f"\n=== [{number}/{len(args.only)}] {name} {' '.join(scenario_args)} ===")
-            before, began = load_average(), time.time()
-            try:
-                run(scenario_args)
+
+
+def _continued(command: str) -> dict[str, Any]:
+    """The record of the run in the output directory, continued by `command`."""
+    path = out_dir() / "run_all.json"
+    if not path.exists():
+        raise SystemExit(f"--append: no run to continue in {out_dir()} (no run_all.json)")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    meta.setdefault("continued", []).append({"command": command, "date": date})
+    return meta
+
+
+def _run_scenarios(
+    meta: dict[str, Any],
+    plan: dict[str, tuple[Callable[..., Any], list[str]]],
+    args: argparse.Namespace,
+    started: float,
+) -> Path:
+    """Each scenario in turn; the report rewritten after each. Returns the report's path."""
+    path: Path = args.output
+    earlier = float(meta.get("seconds", 0.0))
+    for number, name in enumerate(args.only, start=1):
+        run, scenario_args = plan[name]
+        progress(f"\n=== [{number}/{len(args.only)}] {name} {' '.join(scenario_args)} ===")
+        before, began = load_average(), time.time()
+        try:
+            run(scenario_args)
+            meta["errors"].pop(name, None)
+            if name not in meta["ran"]:
                 meta["ran"].append(name)
-            except Exception as exc:  # one failed scenario must not lose the others' results
-                meta["errors"][name] = f"{type(exc).__name__}: {exc}"
-                progress(f"{name} FAILED:\n{traceback.format_exc()}")
-            meta["load"][name] = (before, load_average())
-            progress(f"=== {name} took {(time.time() - began) / 60:.1f} min ===")
-            # Rendered after every scenario, so an interrupted run still leaves
-            # a report of what it finished (the others say "Not run").
-            meta["seconds"] = time.time() - started
-            write_json("run_all", meta)
-            path = render(meta, args.output)
-    show(
-        f"issue 16 targets, this run ({(time.time() - started) / 60:.1f} min)",
-        figures(load_payloads()),
-        TARGET_COLUMNS,
-    )
-    progress(f"\nwrote {path} and its plots in {path.parent / 'plots'}")
-    return 1 if meta["errors"] else 0
+        except Exception as exc:  # one failed scenario must not lose the others' results
+            meta["errors"][name] = f"{type(exc).__name__}: {exc}"
+            progress(f"{name} FAILED:\n{traceback.format_exc()}")
+        meta["load"][name] = (before, load_average())
+        progress(f"=== {name} took {(time.time() - began) / 60:.1f} min ===")
+        # Rendered after every scenario, so an interrupted run still leaves
+        # a report of what it finished (the others say "Not run").
+        meta["seconds"] = earlier + time.time() - started
+        write_json("run_all", meta)
+        path = render(meta, args.output)
+    return path
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Bytes per open session of `SessionEngine` with `WebSessions`, grace 0: Python heap and RSS.
 
     .venv/bin/python -m benchmarks.session_memory [--sessions 200000] [--requests 3]
+        [--paths python compiled]
 
 Issue 24's memory figure: `--sessions` visitors (distinct keys `"<ip>|<agent>"`, the
 agents and request fields of tests/data/apache_logs, or the traffic generator's
@@ -11,15 +12,18 @@ no session has ended (the timeout is 30 minutes).  Every record is decoded from
 msgpack bytes inside the measured run, as a node does, so the engine keeps
 alive exactly what it holds on to.
 
-Two figures, each from its own fresh process:
+Two figures per hot path (`--paths`: the `.py` modules, and the mypyc build that
+`SESSIONIZER_HOT_PATH=compiled` selects), each from its own fresh process:
 
 - heap: `tracemalloc`'s traced memory after the run (and a full `gc.collect()`)
   minus before it, divided by the open sessions;
 - RSS: the resident set (`/proc/self/statm`) after minus before, divided by the
   open sessions (what a native allocation would add counts here).
 
-The target (issue 24): at most 800 B per open session on both.  Writes
-<out>/session_memory.json.
+The target (issue 24): at most 800 B per open session on both, on each path.  A
+path asked for but not loaded (no build, or a stale one) is reported as such
+(`loaded`), never measured under the wrong name.  Writes
+<out>/session_memory.json; `run_all` runs it as a scenario.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ from typing import Any
 import msgpack
 
 from benchmarks.common import print_table, progress, write_json
+from benchmarks.tables import markdown
+from framework.kernel.compiled import ENV as HOT_PATH_ENV
 from sessionizer.engine import SessionEngine
 from sessionizer.examples import WebSessions
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "section"]
 
 APACHE_LOG = Path(__file__).resolve().parents[1] / "tests" / "data" / "apache_logs"
 TARGET_BYTES = 800
@@ -133,17 +139,26 @@ def measure(records: list[tuple[bytes, int, bytes] | int], method: str) -> dict[
         after = _rss_bytes()
     sessions = engine.counters.open_sessions
     return {
+        "loaded": "compiled" if _compiled() else "python",
         "method": method,
         "open_sessions": sessions,
         "bytes_per_session": (after - before) / sessions,
     }
 
 
-def _child(args: argparse.Namespace, method: str) -> dict[str, Any]:
+def _compiled() -> bool:
+    """True when this process runs the mypyc build of the engine."""
+    import sessionizer.engine
+
+    return not (sessionizer.engine.__file__ or "").endswith(".py")
+
+
+def _child(args: argparse.Namespace, path: str, method: str) -> dict[str, Any]:
     """Measure in a fresh process, so that one figure's garbage cannot lower the other's."""
     command = [sys.executable, "-m", "benchmarks.session_memory", "--child", method]
     command += ["--sessions", str(args.sessions), "--requests", str(args.requests)]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    env = {**os.environ, HOT_PATH_ENV: path}
+    output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
 
@@ -153,21 +168,33 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=200_000)
     parser.add_argument("--requests", type=int, default=3, help="requests per visit")
+    parser.add_argument(
+        "--paths", nargs="+", choices=["python", "compiled"], default=["python", "compiled"]
+    )
     parser.add_argument("--child", choices=["heap", "rss"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(workload(args.sessions, args.requests), args.child)))
         return
     rows = []
-    for method in ("heap", "rss"):
-        progress(f"measuring {method}: {args.sessions:,} sessions ...")
-        row = _child(args, method)
-        row["target"] = TARGET_BYTES
-        row["met"] = row["bytes_per_session"] <= TARGET_BYTES
-        rows.append(row)
-    print_table(rows, ["method", "open_sessions", "bytes_per_session", "target", "met"])
+    for path in args.paths:
+        for method in ("heap", "rss"):
+            progress(f"measuring {method} on the {path} path: {args.sessions:,} sessions ...")
+            row = {"path": path, **_child(args, path, method)}
+            row["target"] = TARGET_BYTES
+            row["met"] = row["loaded"] == path and row["bytes_per_session"] <= TARGET_BYTES
+            rows.append(row)
+    print_table(rows, COLUMNS)
     payload = {"benchmark": "session_memory", "params": vars(args), "results": rows}
     progress(f"wrote {write_json('session_memory', payload)}")
+
+
+COLUMNS = ["path", "loaded", "method", "open_sessions", "bytes_per_session", "target", "met"]
+
+
+def section(payload: dict[str, Any], cpus: int) -> tuple[str, list[Any]]:
+    """RESULTS.md's section: the table."""
+    return markdown(payload["results"], COLUMNS), []
 
 
 if __name__ == "__main__":

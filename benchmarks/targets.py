@@ -1,10 +1,12 @@
-"""Issue 16's targets beside this run's figures: one table for the terminal and RESULTS.md.
+"""The issues' targets beside this run's figures: tables for the terminal and RESULTS.md.
 
-`figures(payloads)` reads the scenarios' JSON payloads (by scenario name) and
-returns one row per figure of the issue's "Targets" table, plus the broker's
-own ceiling as the physical-limit rows: `figure`, `this_run` (formatted),
-`today` (the issue's figure before the work), `target`, and `met` (True/False,
-or None where the issue sets no target or the scenario did not run).
+`figures(payloads, issue)` reads the scenarios' JSON payloads (by scenario
+name) and returns one row per figure of that issue's "Targets" table (issue 24,
+the compiled hot path and the JVM peers, by default; issue 16, the first
+performance issue, with the broker's own ceiling as the physical-limit rows):
+`figure`, `this_run` (formatted), `today` (the issue's figure before the work),
+`target`, and `met` (True/False, or None where the issue sets no target or the
+scenario did not run).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["COLUMNS", "Figure", "figures"]
+__all__ = ["COLUMNS", "ISSUES", "Figure", "figures"]
 
 Payload = dict[str, Any]
 COLUMNS = ("figure", "this_run", "today", "target", "met")
@@ -161,14 +163,119 @@ def _ceiling_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]
         yield Figure("physical limit: Kafka perf-test tools", NOT_RUN, "-", "the ceiling", None)
 
 
-SOURCES: tuple[Callable[[Mapping[str, Payload | None]], Iterator[Figure]], ...] = (
-    _node_figures,
-    _memory_figure,
-    _producer_figures,
-    _ceiling_figures,
-)
+def _peer_row(payloads: Mapping[str, Payload | None], system: str) -> dict[str, Any] | None:
+    return next(
+        (
+            r
+            for r in _results(payloads, "peers")
+            if r.get("workload") == "apache" and r.get("system") == system
+        ),
+        None,
+    )
 
 
-def figures(payloads: Mapping[str, Payload | None]) -> list[dict[str, Any]]:
-    """The targets table's rows, from whatever scenario payloads are present."""
-    return [asdict(figure) for source in SOURCES for figure in source(payloads)]
+def _per_cpu_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    """Issue 24: one node's fragments per CPU second against each JVM peer's, same run."""
+    ours = _peer_row(payloads, "sessionizer (1 node, confluent)")
+    for system, name, today, bound in (
+        ("flink", "Flink's", "1.5", 2.5),
+        ("kstreams", "Kafka Streams' (at-least-once)", "1.9", 3.0),
+    ):
+        peer = _peer_row(payloads, system)
+        mine = (ours or {}).get("fragments_per_cpu_s")
+        theirs = (peer or {}).get("fragments_per_cpu_s")
+        ratio = mine / theirs if mine and theirs else None
+        shown = NOT_RUN
+        if ratio is not None:
+            shown = f"{ratio:.2f} ({mine:,.0f} vs {theirs:,.0f})"
+            warm = (peer or {}).get("fragments_per_cpu_s_after_start")
+            if warm:
+                shown += f"; {mine / warm:.2f} without JVM start-up"
+        yield Figure(
+            f"node fragments per CPU s / {name}, apache, same run",
+            shown,
+            today,
+            f">= {bound:g}",
+            _at_least(ratio, bound),
+        )
+
+
+def _throughput_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    """Issue 24: one node's rate, and its share of a bare reader's."""
+    row = _node_row(payloads, "confluent")
+    rate = row["node_fragments_per_s"] if row else None
+    yield Figure(
+        "1 node, confluent, fragments/s",
+        _rate(rate),
+        "52,204-58,438",
+        ">= 100,000",
+        _at_least(rate, 100_000.0),
+    )
+    for client, judged in (("kafka-python", True), ("confluent", False)):
+        row = _node_row(payloads, client)
+        ratio = row["ratio"] if row else None
+        yield Figure(
+            f"node / bare {client} reader, {client} node, same run",
+            NOT_RUN if ratio is None else f"{ratio:.2f}",
+            "0.27" if judged else "-",
+            ">= 0.5" if judged else "report",
+            _at_least(ratio, 0.5) if judged else None,
+        )
+
+
+def _session_memory_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    """Issue 24: bytes per open session, grace 0, heap and RSS, on each hot path."""
+    rows = _results(payloads, "session_memory")
+    for row in rows:
+        loaded = row.get("loaded", row.get("path"))
+        shown = f"{row['bytes_per_session']:,.0f} B"
+        if loaded != row.get("path"):
+            shown += f" (ran {loaded}: the {row.get('path')} path was not loaded)"
+        yield Figure(
+            f"bytes per open session, WebSessions, grace 0, {row['method']}, "
+            f"{row.get('path', '?')} path",
+            shown,
+            "1,260",
+            "<= 800",
+            bool(row.get("met")),
+        )
+    if not rows:
+        yield Figure("bytes per open session, grace 0", NOT_RUN, "1,260", "<= 800", None)
+
+
+def _producer_encoding_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
+    """Issue 24: `StreamProducer` against a bare producer that encodes the same way."""
+    today = {"confluent": "0.92", "kafka-python": "0.87"}
+    rows = [
+        r
+        for r in _results(payloads, "producer_workloads")
+        if r["producer"] == "StreamProducer" and r["workload"] == "apache"
+    ]
+    for row in rows:
+        ratio = row.get("ratio_to_encoding")
+        yield Figure(
+            f"producer / (bare + encoding), apache, {row['client']}",
+            NOT_RUN if ratio is None else f"{ratio:.2f}",
+            today.get(row["client"], "-"),
+            ">= 0.95",
+            _at_least(ratio, 0.95),
+        )
+    if not rows:
+        yield Figure("producer / (bare + encoding)", NOT_RUN, "0.92 / 0.87", ">= 0.95", None)
+
+
+Source = Callable[[Mapping[str, Payload | None]], Iterator[Figure]]
+ISSUES: dict[str, tuple[Source, ...]] = {
+    "24": (
+        _throughput_figures,
+        _per_cpu_figures,
+        _session_memory_figures,
+        _producer_encoding_figures,
+    ),
+    "16": (_node_figures, _memory_figure, _producer_figures, _ceiling_figures),
+}
+
+
+def figures(payloads: Mapping[str, Payload | None], issue: str = "24") -> list[dict[str, Any]]:
+    """The targets table's rows of `issue`, from whatever scenario payloads are present."""
+    return [asdict(figure) for source in ISSUES[issue] for figure in source(payloads)]

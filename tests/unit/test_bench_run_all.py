@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from benchmarks.report import SCENARIOS
@@ -33,3 +36,22 @@ def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
     full = {name: arguments for name, (_, arguments) in _plan(_args(False)).items()}
     assert full["profile_node"] == ["--fragments", "300000"]
     assert full["nodes_vs_bare"] == ["--fragments", "1000000"]
+
+
+def test_append_continues_the_run_in_the_output_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks.report import render
+    from benchmarks.run_all import _continued, _fresh
+
+    monkeypatch.setenv("SESSIONIZER_BENCH_OUT", str(tmp_path))
+    with pytest.raises(SystemExit, match="no run to continue"):
+        _continued("python -m benchmarks.run_all --append --only session_memory")
+    first = {**_fresh("python -m benchmarks.run_all --only peers", False), "cluster": "local"}
+    first["ran"] = ["peers"]
+    (tmp_path / "run_all.json").write_text(json.dumps(first))
+    meta = _continued("python -m benchmarks.run_all --append --only session_memory")
+    assert meta["ran"] == ["peers"] and meta["command"] == first["command"]
+    assert meta["continued"][0]["command"].endswith("--only session_memory")
+    text = render(meta, tmp_path / "RESULTS.md").read_text()
+    assert "Continued by `python -m benchmarks.run_all --append --only session_memory`" in text

@@ -1,4 +1,5 @@
-"""Issue 16's targets table from scenario payloads (benchmarks.targets), and the report it heads."""
+"""Issues 16's and 24's targets tables from scenario payloads (benchmarks.targets), and the
+report they head."""
 
 from __future__ import annotations
 
@@ -63,8 +64,8 @@ PAYLOADS: dict[str, Any] = {
 }
 
 
-def _by_figure(payloads: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {row["figure"]: row for row in figures(payloads)}
+def _by_figure(payloads: dict[str, Any], issue: str = "16") -> dict[str, dict[str, Any]]:
+    return {row["figure"]: row for row in figures(payloads, issue)}
 
 
 def test_each_figure_against_its_target() -> None:
@@ -91,6 +92,66 @@ def test_a_scenario_not_run_is_shown_as_such() -> None:
     rows = _by_figure({})
     assert rows["1 node, confluent transport, fragments/s"]["this_run"] == NOT_RUN
     assert all(row["met"] is None for row in rows.values())
+    later = _by_figure({}, "24")
+    assert later["1 node, confluent, fragments/s"]["this_run"] == NOT_RUN
+    assert all(row["met"] is None for row in later.values())
+
+
+def _peer(system: str, per_cpu: float, warm: float | None = None) -> dict[str, Any]:
+    row = {"workload": "apache", "system": system, "fragments_per_cpu_s": per_cpu}
+    return row if warm is None else {**row, "fragments_per_cpu_s_after_start": warm}
+
+
+def _memory(path: str, method: str, size: float, loaded: str | None = None) -> dict[str, Any]:
+    return {"path": path, "loaded": loaded or path, "method": method,
+            "bytes_per_session": size, "met": (loaded or path) == path and size <= 800}  # fmt: skip
+
+
+ISSUE_24: dict[str, Any] = {
+    "nodes_vs_bare": PAYLOADS["nodes_vs_bare"],
+    "peers": {
+        "results": [
+            _peer("sessionizer (1 node, confluent)", 60_000.0),
+            _peer("flink", 30_000.0, warm=40_000.0),  # 2.0: below 2.5
+            _peer("kstreams", 15_000.0),  # 4.0: above 3
+            {**_peer("flink", 1.0), "workload": "generated"},  # not the apache row
+        ]
+    },
+    "session_memory": {
+        "results": [
+            _memory("python", "heap", 750.0),
+            _memory("python", "rss", 820.0),
+            _memory("compiled", "heap", 700.0, loaded="python"),  # no build: not the path
+        ]
+    },
+    "producer_workloads": {
+        "results": [
+            {**_producer("apache", "confluent", 0.9, 500), "ratio_to_encoding": 0.96},
+            {**_producer("apache", "kafka-python", 0.8, 500), "ratio_to_encoding": 0.85},
+            {**_producer("generated", "confluent", 0.9, 500), "ratio_to_encoding": 0.5},
+        ]
+    },
+}
+
+
+def test_issue_24_figures_against_their_targets() -> None:
+    rows = _by_figure(ISSUE_24, "24")
+    assert rows["1 node, confluent, fragments/s"]["met"] is False  # 70,000 < 100,000
+    assert rows["node / bare kafka-python reader, kafka-python node, same run"]["met"] is True
+    assert rows["node / bare confluent reader, confluent node, same run"]["met"] is None
+    flink = rows["node fragments per CPU s / Flink's, apache, same run"]
+    assert flink["met"] is False
+    assert flink["this_run"] == "2.00 (60,000 vs 30,000); 1.50 without JVM start-up"
+    streams = rows["node fragments per CPU s / Kafka Streams' (at-least-once), apache, same run"]
+    assert streams["met"] is True and streams["this_run"].startswith("4.00")
+    prefix = "bytes per open session, WebSessions, grace 0"
+    assert rows[f"{prefix}, heap, python path"]["met"] is True
+    assert rows[f"{prefix}, rss, python path"]["met"] is False
+    unbuilt = rows[f"{prefix}, heap, compiled path"]
+    assert unbuilt["met"] is False and "was not loaded" in unbuilt["this_run"]
+    assert rows["producer / (bare + encoding), apache, confluent"]["met"] is True
+    assert rows["producer / (bare + encoding), apache, kafka-python"]["met"] is False
+    assert not any("generated" in figure for figure in rows)
 
 
 def test_report_renders_the_targets_from_the_output_directory(
@@ -107,6 +168,7 @@ def test_report_renders_the_targets_from_the_output_directory(
     (tmp_path / "out" / "broker_ceiling.json").write_text(json.dumps(payload))
     output = render(None, tmp_path / "report" / "RESULTS.md")
     text = output.read_text()
+    assert "## Issue 24's targets, this run" in text
     assert "## Issue 16's targets, this run" in text
     assert "| physical limit: kafka-consumer-perf-test" in text
     assert "--streams 64" in text  # the ceiling's own section rendered with its command
