@@ -76,17 +76,8 @@ def _node_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figure]:
             f">= {bound:,.0f}",
             _at_least(rate, bound),
         )
-    for client in targets:
-        row = _node_row(payloads, client)
-        ratio = row["ratio"] if row else None
-        judged = client == "kafka-python"  # the issue only asks confluent's to be reported
-        yield Figure(
-            f"node / bare {client} reader, same run",
-            NOT_RUN if ratio is None else f"{ratio:.2f}",
-            "0.12" if judged else "-",
-            ">= 0.5" if judged else "report",
-            _at_least(ratio, 0.5) if judged else None,
-        )
+    # Both issues judge kafka-python's share and only ask confluent's to be reported.
+    yield from _bare_shares(payloads, "{client} reader, same run", "0.12")
     spark = _spark_per_core(payloads)
     for client in targets:
         row = _node_row(payloads, client)
@@ -211,13 +202,21 @@ def _throughput_figures(payloads: Mapping[str, Payload | None]) -> Iterator[Figu
         ">= 100,000",
         _at_least(rate, 100_000.0),
     )
+    yield from _bare_shares(payloads, "{client} reader, {client} node, same run", "0.27")
+
+
+def _bare_shares(
+    payloads: Mapping[str, Payload | None], label: str, today: str
+) -> Iterator[Figure]:
+    """One node's rate over a bare reader's of its client: kafka-python's judged (>= 0.5),
+    confluent's reported."""
     for client, judged in (("kafka-python", True), ("confluent", False)):
         row = _node_row(payloads, client)
         ratio = row["ratio"] if row else None
         yield Figure(
-            f"node / bare {client} reader, {client} node, same run",
+            "node / bare " + label.format(client=client),
             NOT_RUN if ratio is None else f"{ratio:.2f}",
-            "0.27" if judged else "-",
+            today if judged else "-",
             ">= 0.5" if judged else "report",
             _at_least(ratio, 0.5) if judged else None,
         )
