@@ -1,12 +1,12 @@
 """Run every benchmark scenario on one cluster, then write benchmarks/RESULTS.md and its plots.
 
     .venv/bin/python -m benchmarks.run_all [--quick] [--fragments N] [--only NAME ...]
-        [--output RESULTS.md] [--out-dir DIR]
+        [--output RESULTS.md] [--out-dir DIR] [--append]
 
 Scenarios, in order (each is also a command of its own, `python -m
 benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
 profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
-scaling, skew, delivery_modes, resize.  Both Kafka transports (confluent-kafka
+scaling, skew, delivery_modes, resize, session_memory.  Both Kafka transports (confluent-kafka
 and kafka-python) run side by side wherever a node or a producer does.  One local
 ZooKeeper + Kafka serves them all (or the servers in SESSIONIZER_ZK /
 SESSIONIZER_BOOTSTRAP), so every comparison is made on the same cluster in the same run.
@@ -24,8 +24,10 @@ with confluent-kafka only (about 3 minutes), the resize on 30,000 fragments (abo
 a minute).  Each peer gets
 `--peer-timeout` seconds per workload (1,500 by default).  A scenario that
 fails is reported as failed; the others still run.  The report is rewritten
-after every scenario, and at the end the issue-16 targets table is printed:
-each figure beside its value before the work and its target.
+after every scenario, and at the end issue 24's targets table is printed
+(the report also carries issue 16's): each figure beside its value before the
+work and its target.  `--append` continues the run recorded in the output
+directory (more scenarios, or one again) and the report's header says so.
 
 `--out-dir` puts the JSON results somewhere else than benchmarks/out (it sets
 SESSIONIZER_BENCH_OUT for every scenario), `--output` the report (its plots go
