@@ -44,6 +44,7 @@ import msgpack
 from benchmarks.common import print_table, progress, write_json
 from benchmarks.tables import markdown
 from framework.kernel.compiled import ENV as HOT_PATH_ENV
+from framework.kernel.compiled import choice as hot_path_choice
 from sessionizer.engine import SessionEngine
 from sessionizer.examples import WebSessions
 
@@ -139,18 +140,11 @@ def measure(records: list[tuple[bytes, int, bytes] | int], method: str) -> dict[
         after = _rss_bytes()
     sessions = engine.counters.open_sessions
     return {
-        "loaded": "compiled" if _compiled() else "python",
+        "loaded": hot_path_choice().path,
         "method": method,
         "open_sessions": sessions,
         "bytes_per_session": (after - before) / sessions,
     }
-
-
-def _compiled() -> bool:
-    """True when this process runs the mypyc build of the engine."""
-    import sessionizer.engine
-
-    return not (sessionizer.engine.__file__ or "").endswith(".py")
 
 
 def _child(args: argparse.Namespace, path: str, method: str) -> dict[str, Any]:
