@@ -1,10 +1,12 @@
-"""The cost of one transactional producer per stream (issue 22, docs/exactly-once.md).
+"""The cost of one transactional producer per stream (issue 22, docs/exactly-once.md), the first
+layout of exactly-once, against one producer with many streams per transaction (`--records`,
+the node's layout since).
 
 For each client and each stream count: open that many transactional producers
 through `framework.kafka.transactional` (as an exactly-once node does on taking
 its streams), time their `init_transactions` (`--in-flight` at once), count the process's threads,
 sockets and resident memory before and after, then time commit rounds (per
-stream: begin, one state record, commit; `--in-flight` at once, as `StreamTransactions`),
+stream: begin, one state record, commit; `--in-flight` at once, as the first layout did),
 with the process's CPU seconds per round (every thread, the clients' own included).
 
     .venv/bin/python -m benchmarks.txn_producers [--streams 64 288] [--rounds 5]
@@ -95,7 +97,7 @@ def measure(
     producers = open_producers(client, connection.bootstrap, connection.app, count)
     created = time.monotonic() - started
     started = time.monotonic()
-    with ThreadPoolExecutor(in_flight) as pool:  # as `StreamTransactions.open_many`
+    with ThreadPoolExecutor(in_flight) as pool:  # as the first layout's takes did
         list(pool.map(lambda producer: producer.init(60.0), producers))
     init = time.monotonic() - started
     opened = process_figures()

@@ -1,7 +1,7 @@
 """`LogStateStore`: exactly-once state, read from the compacted `<app>.state` topic.
 
 docs/exactly-once.md has the protocol. The state of an exactly-once stream is
-committed in the stream's Kafka transaction, with its output, as a record of
+committed in its node's Kafka transaction, with its output, as a record of
 `<app>.state` keyed by stream (the sending is `framework.node.transactions`').
 This store reads it back when a stream is taken, and keeps ZooKeeper for what
 ZooKeeper does best: the claim's epoch check on `load`, and a *hint* copy of
@@ -9,9 +9,9 @@ each committed record (`commit_many`, written after the transaction), which
 `status` shows and handovers version themselves by.
 
 `load(stream, epoch)`: (1) ZooKeeper's epoch check (`FencedError` if the stream
-moved); (2) `before_read(stream)`: the stream's transactional producer runs
-`init_transactions`, which fences every earlier owner at the Kafka level, so no
-commit can land after the read; (3) the newest committed record of the stream,
+moved); (2) `before_read(stream)`: the node fences the transactional id the
+stream's writer record names and names its own (`state.writers`), so no earlier
+owner's commit can land after the read; (3) the newest committed record of the stream,
 read with `read_committed`. ZooKeeper's record wins only when it is from a
 later owner epoch than the log's (`streams reset`, or an at-least-once node that
 ran the stream since): the log's is otherwise the newer or the same.
@@ -72,7 +72,7 @@ class LogStateStore:
         hint = self.hints.load(stream, epoch)
         stored = self._stored_epoch(stream)
         try:
-            self._before_read(stream)  # init_transactions: nothing commits after the read
+            self._before_read(stream)  # the fence: nothing commits after the read
             data = self.log.latest(stream.encode(), self.timeout)
         except SessionizerError as exc:
             self.hints.release(stream)

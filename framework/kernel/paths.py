@@ -66,6 +66,11 @@ class AppPaths:
         return f"{self.root}/stream_state"
 
     @property
+    def txn_writers(self) -> str:
+        """Parent of the persistent writer records of exactly-once streams (`state.writers`)."""
+        return f"{self.root}/txn_writers"
+
+    @property
     def quarantined_streams(self) -> str:
         """Parent of the persistent quarantine markers, one per stream with a corrupt state."""
         return f"{self.root}/quarantined_streams"

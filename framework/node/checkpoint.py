@@ -27,14 +27,16 @@ step 1; at-most-once output piling up to its bound commits that stream at once
    (`framework.node.handover.NodeHandover.give`); the claims go after.
 
 Exactly-once (`transactions` given, docs/exactly-once.md) replaces steps 1 to 4:
-output goes into its stream's open transaction as it is produced; each interval
-every stream whose state moved sends its state record and commits its
-transaction (the streams in parallel), and only then is ZooKeeper's hint written.
-A failed send or an aborted transaction aborts and **rewinds** that stream only;
-a **fenced** producer drops the stream without committing anything and reports
-it (`producer_fenced`); streams lost (`lost`) have their open transactions
-aborted, never committed. Step 5 is unchanged: a handover is written only for a
-stream at the state its last transaction committed; then its producer is closed.
+output goes into the node's one open transaction as it is produced; each interval
+every stream whose state moved, and every stream with output in the transaction,
+sends its state record, and the transaction commits; only then is ZooKeeper's
+hint written. A failed send or an aborted transaction aborts and **rewinds** every
+stream in it; a **fenced** (or broken) producer drops every stream without
+committing anything and reports them (`producer_fenced`), and the node goes on
+with a new producer; streams lost (`lost`) with output in the transaction abort
+it, never commit it. Step 5 is unchanged: a handover is written only for a
+stream at the state its last transaction committed; then its writer record is
+cleared, so that its next owner fences nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from framework.node.ports import Coordinator
 from framework.node.stats import NodeStats
 from framework.node.streams import OwnedStreams
 from framework.node.task import Output, StreamTask
-from framework.node.transactions import StreamTransactions, TxnOutcome
+from framework.node.transactions import NodeTransactions, TxnOutcome
 from state.errors import CommitUncertainError, FencedError, StateError, StateTooLargeError
 from state.record import DEFAULT_LIMIT_BYTES, StreamState
 from state.store import StateStore
@@ -73,11 +75,11 @@ class Checkpoint:
         log: Any,
         metrics: NodeMetrics | None,
         interval: float,
-        transactions: StreamTransactions | None = None,
+        transactions: NodeTransactions | None = None,
     ) -> None:
         self._out = out
         self._txns = transactions
-        """Exactly-once: the owned streams' transactional producers (None: the other modes)."""
+        """Exactly-once: the node's transactional producer (None: the other modes)."""
         self._store = store
         self._coordinator = coordinator
         self._streams = streams
@@ -99,9 +101,9 @@ class Checkpoint:
 
     def deliver(self, task: StreamTask, outputs: list[Output]) -> None:
         """Pass on one record's output: rewind on a failed send, hold at-most-once at its bound."""
-        if self._txns is not None:  # into the stream's open transaction
+        if self._txns is not None:  # into the node's open transaction
             if self._out.deliver(task, outputs):
-                self._rewind([task.stream])  # aborts it first
+                self._rewind([task.stream])  # aborts it first: every stream in it
             return
         if outputs and self._out.at_least_once:
             self._unconfirmed[task.stream] = task  # before the send: a failed one loses it
@@ -142,18 +144,24 @@ class Checkpoint:
             self._handover.give([t for t in released if self._at_commit(t)], self._store)
         if self._txns is not None:
             for stream in streams:
-                self._txns.close_stream(stream)
+                self._release_writer(stream, self._txns)
+
+    def _release_writer(self, stream: str, txns: NodeTransactions) -> None:
+        try:
+            txns.release(stream)
+        except StateError as exc:  # the next taker fences this node's producer: a rewind here
+            self._log.warning("writer_record_kept", stream=stream, error=str(exc))
 
     def lost(self, streams: Sequence[str]) -> None:
-        """Exactly-once: streams lost without a commit; their open transactions end here."""
+        """Exactly-once: streams lost without a commit; an open transaction with their output
+        is aborted (every other stream in it rewound), never committed."""
         if self._txns is None:
             return
-        for stream in streams:
-            if self._txns.in_transaction(stream):
-                outcome = self._txns.abort(stream)
-                event = "producer_fenced" if outcome == "fenced" else "transaction_aborted"
-                self._log.warning(event, stream=stream, note="stream lost: nothing committed")
-            self._txns.close_stream(stream)
+        lost = [s for s in streams if self._txns.in_transaction(s)]
+        self._txns.retain([s for s in self._txns.streams if s not in streams])
+        if lost:
+            self._log.warning("transaction_aborted", streams=lost, note="streams lost")
+            self._rewind([])
 
     # -- the steps -------------------------------------------------------------------
 
@@ -170,17 +178,20 @@ class Checkpoint:
         return sorted(s for s, task in self._unconfirmed.items() if tasks.get(s) is task)
 
     def _rewind(self, streams: Sequence[str]) -> None:
-        """Replace the tasks by fresh ones from their last commits, and re-read from there."""
-        if not streams:
+        """Replace the tasks by fresh ones from their last commits, and re-read from there
+        (exactly-once: abort the transaction first, and rewind every stream in it too)."""
+        if not streams and (self._txns is None or not self._txns.touched):
             return
         tasks = self._streams.tasks
+        if self._txns is not None:  # nothing sent in the transaction is ever committed
+            in_transaction = self._txns.touched
+            outcome = self._txns.abort()
+            if outcome.result != "aborted":
+                self._lose_all(TxnOutcome(outcome.result, "the abort before a rewind failed"))
+                return
+            streams = sorted({*streams, *in_transaction} & tasks.keys())
         rewound = []
         for stream in streams:
-            if self._txns is not None:
-                outcome = self._txns.abort(stream)  # nothing it sent is ever committed
-                if outcome != "aborted":
-                    self._lose(stream, TxnOutcome(outcome, "the abort before a rewind failed"))
-                    continue
             tasks[stream] = tasks[stream].rewound()
             self._unconfirmed.pop(stream, None)
             self._stats.rewinds += 1
@@ -235,39 +246,47 @@ class Checkpoint:
 
     # -- exactly-once --------------------------------------------------------------
 
-    def _commit_transactions(self, streams: Sequence[str], txns: StreamTransactions) -> None:
-        """Each moved stream: state record, then commit, in parallel; then ZooKeeper's hints."""
+    def _commit_transactions(self, streams: Sequence[str], txns: NodeTransactions) -> None:
+        """Every moved stream's state record, and every stream's with output, then one commit;
+        then ZooKeeper's hints."""
         tasks = self._streams.tasks
-        txns.retain(tasks.keys())  # the producers of streams dropped since go
+        orphans = txns.retain(tasks.keys())  # streams dropped since
         self._out.dead_letter_log.maybe_report(tasks.values())  # as a flush would
+        if orphans:  # their output has no state record to go with it: never committed
+            self._log.warning("transaction_aborted", streams=sorted(orphans), note="dropped")
+            self._rewind([])
         if not self._coordinator.connected:
-            return  # the hints would wait for the reconnect; the transactions wait with them
+            return  # the hints would wait for the reconnect; the transaction waits with them
         started = time.monotonic()
-        live = [tasks[s] for s in streams if s in tasks and not tasks[s].replaying]
+        in_transaction = txns.touched
+        # A replaying stream is committed only with output (its record goes back meanwhile).
+        wanted = set(streams)
+        live = [
+            t for s, t in tasks.items() if s in in_transaction or (s in wanted and not t.replaying)
+        ]
         states = {task.stream: task.snapshot() for task in live}
-        due = [t for t in live if states[t.stream] != t.committed or txns.in_transaction(t.stream)]
+        due = [t for t in live if t.stream in in_transaction or states[t.stream] != t.committed]
         records: dict[str, bytes] = {}
-        rewind: list[str] = []
         for task in due:
             try:
                 records[task.stream] = states[task.stream].encode(limit=DEFAULT_LIMIT_BYTES)
             except StateTooLargeError as exc:
                 self._commit_failed(task, exc)
-                rewind.append(task.stream)
+                self._rewind([task.stream])  # the transaction cannot commit without it
+                return
+        outcome = txns.commit(records)
         committed = []
-        for stream, outcome in txns.commit_many(records).items():
-            task = tasks[stream]
-            if outcome.result == "committed":
-                task.committed_as(states[stream])
-                self._stats.commits += 1
+        if outcome.result == "committed":
+            for stream in records:
+                tasks[stream].committed_as(states[stream])
                 committed.append(states[stream])
-            elif outcome.result == "aborted":
-                self._aborted(stream, outcome.error)
-                rewind.append(stream)
-            else:
-                self._lose(stream, outcome)
+            self._stats.commits += len(records)
+        elif outcome.result == "aborted":
+            self._aborted(sorted(records), outcome.error)
+            self._rewind(sorted(records))
+        else:
+            self._lose_all(outcome)
         self._stats.skipped_commits += len(live) - len(due)
-        self._rewind(rewind)
         self._write_hints(committed)
         seconds = time.monotonic() - started
         self._stats.commit_latency(seconds, len(streams))
@@ -289,22 +308,26 @@ class Checkpoint:
                 if stream in tasks:  # not dropped: retried
                     self._stale_hints.add(stream)
 
-    def _aborted(self, stream: str, error: str) -> None:
+    def _aborted(self, streams: list[str], error: str) -> None:
         """A transaction that could not commit was aborted: counted, then rewound."""
         self._stats.sink_failures += 1
         if self._metrics is not None:
             _aborts(self._metrics).inc()
-        self._log.warning("transaction_aborted", stream=stream, error=error, note="rewinding")
+        self._log.warning("transaction_aborted", streams=streams, error=error, note="rewinding")
 
-    def _lose(self, stream: str, outcome: TxnOutcome) -> None:
-        """The producer is fenced (another owner) or broken: drop the stream, commit nothing."""
+    def _lose_all(self, outcome: TxnOutcome) -> None:
+        """The producer is fenced (a taker fenced it) or broken: drop every stream, commit
+        nothing; their next owners (this node too) read what committed from the log."""
         assert self._txns is not None
+        streams = sorted(self._streams.tasks)
         event = "producer_fenced" if outcome.result == "fenced" else "transaction_broken"
-        self._log.warning(event, stream=stream, error=outcome.error, note="stream dropped")
-        self._txns.close_stream(stream)
-        self._store.release(stream)
-        self._streams.drop([stream], reassign=False)
-        self._coordinator.report_fenced(stream)
+        self._log.warning(event, streams=streams, error=outcome.error, note="streams dropped")
+        self._txns.renewed()
+        for stream in streams:
+            self._store.release(stream)
+        self._streams.drop(streams)
+        for stream in streams:
+            self._coordinator.report_fenced(stream)
 
     def _at_commit(self, task: StreamTask) -> bool:
         """Step 5: True if the task's engine equals its stream's last commit here."""

@@ -1,8 +1,8 @@
 """The real parts of an exactly-once node: its transactional producers, state log and store.
 
 `connect_parts` (`framework.node.parts`) calls `exactly_once_parts` for
-`--delivery exactly-once` (docs/exactly-once.md): a `StreamTransactions` over
-the client choice's transactional producers (also the sink's producer), the
+`--delivery exactly-once` (docs/exactly-once.md): a `NodeTransactions` over
+the client choice's transactional producer (also the sink's producer), the
 `read_committed` reader of `<app>.state`, and the `LogStateStore` over both and
 ZooKeeper's records. The state topic is read once here: a missing topic stops
 the node before it joins.
@@ -20,13 +20,14 @@ from framework.kafka.transactional import (
     open_transactional_producer,
 )
 from framework.node.config import NodeConfig
-from framework.node.transactions import StreamTransactions
+from framework.node.transactions import NodeTransactions
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import state_topic
 from sessionizer.kafka_sink import KafkaSink
 from state.log_store import LogStateStore
 from state.record import DEFAULT_LIMIT_BYTES
 from state.store import FencedStateStore
+from state.writers import WriterRecords
 
 __all__ = ["ExactlyOnceParts", "exactly_once_parts"]
 
@@ -39,11 +40,15 @@ class ExactlyOnceParts:
 
     sink: KafkaSink
     store: LogStateStore
-    transactions: StreamTransactions
+    transactions: NodeTransactions
 
 
 def exactly_once_parts(
-    config: NodeConfig, client_id: str, hints: FencedStateStore, stack: ExitStack
+    config: NodeConfig,
+    client_id: str,
+    hints: FencedStateStore,
+    writers: WriterRecords,
+    stack: ExitStack,
 ) -> ExactlyOnceParts:
     """Open the state log (read to its end once), the transactions and the sink over them."""
     connection = config.connection
@@ -58,11 +63,13 @@ def exactly_once_parts(
     )
     stack.callback(state_log.close)
     state_log.latest(b"", timeout)  # ClientError if the topic is missing: run `provision`
-    transactions = StreamTransactions(
+    transactions = NodeTransactions(
         lambda tid: _producer(config, f"{client_id}-txn", tid),
         app=app,
+        node=config.node_id,
         state_topic=state_topic(app),
         timeout=timeout,
+        writers=writers,
     )
     stack.callback(transactions.close)
     store = LogStateStore(
@@ -83,7 +90,8 @@ def exactly_once_parts(
 
 
 def _producer(config: NodeConfig, client_id: str, transactional_id: str) -> TransactionalProducer:
-    """One stream's transactional producer: the sink's settings, plus the transactional id."""
+    """A transactional producer (the node's, or one fencing an id): the sink's settings, plus
+    the transactional id."""
     connection = config.connection
     timeout_ms = int(config.delivery_timeout * 1000)
     largest = max(config.max_message_bytes, DEFAULT_LIMIT_BYTES) + 64 * 1024

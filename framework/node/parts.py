@@ -1,8 +1,8 @@
 """`NodeParts`: the collaborators a `Node` runs on, and `connect_parts`, which builds the real ones.
 
 The real parts are a kazoo client (for the state store and the balancer), a
-`KafkaRecordSource` and a `KafkaSink` (exactly-once: over one transactional
-producer per stream, the state in `<app>.state`: `framework.node.exactly_once`).
+`KafkaRecordSource` and a `KafkaSink` (exactly-once: over the node's one
+transactional producer, the state in `<app>.state`: `framework.node.exactly_once`).
 Tests hand a `Node` in-memory parts instead (`framework.testkit.memory`), so the
 loop's ordering guarantees are checked without servers.
 """
@@ -24,7 +24,7 @@ from framework.node.errors import NodeError
 from framework.node.exactly_once import exactly_once_parts
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
-from framework.node.transactions import StreamTransactions
+from framework.node.transactions import NodeTransactions
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import handover_topic
 from sessionizer.kafka_sink import KafkaSink, open_kafka_sink
@@ -33,6 +33,7 @@ from state.handover import HandoverStore
 from state.handover_kafka import KafkaHandoverLog, open_handover_log
 from state.handover_zookeeper import ZooKeeperPointers
 from state.store import FencedStateStore, StateStore
+from state.writers import ZooKeeperWriters
 from state.zookeeper_store import ZooKeeperRecords
 
 __all__ = ["NodeParts", "connect_parts"]
@@ -50,8 +51,8 @@ class NodeParts:
     coordinator: CoordinatorFactory
     handover: HandoverStore | None = None
     """Where planned moves hand a stream's engine over (None: every move replays)."""
-    transactions: StreamTransactions | None = None
-    """Exactly-once: one transactional producer per owned stream (None: the other modes)."""
+    transactions: NodeTransactions | None = None
+    """Exactly-once: the node's transactional producer (None: the other modes)."""
 
 
 @contextmanager
@@ -74,7 +75,10 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
         if config.delivery == "exactly-once":
             assert isinstance(store, FencedStateStore)
             hints = store
-            exact = _kafka(config, lambda: exactly_once_parts(config, client_id, hints, stack))
+            writers = ZooKeeperWriters(client, connection.paths.txn_writers)
+            exact = _kafka(
+                config, lambda: exactly_once_parts(config, client_id, hints, writers, stack)
+            )
             sink: SessionSink = exact.sink
             store, transactions = exact.store, exact.transactions
         else:

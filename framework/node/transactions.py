@@ -1,20 +1,24 @@
-"""`StreamTransactions`: a node's transactional producers, one per owned stream (exactly-once).
+"""`NodeTransactions`: a node's one transactional producer and its open transaction (exactly-once).
 
-docs/exactly-once.md has the protocol. A stream's producer (`transactional.id =
-<app>.<stream>`) is opened, and `init_transactions` run, when the stream is
-taken, before its state is read (`open`, called by `state.log_store.LogStateStore`);
-the stream's output goes into its open transaction as it is produced (this
-object is the sink's `RecordProducer`, routing each send by the stream of the
-item it carries); `commit_many` sends each stream's state record to
-`<app>.state` and commits, the streams in parallel; `abort`, `close` and
-`close_stream`, `retain` end what the checkpoint or a drop no longer wants.
+docs/exactly-once.md has the protocol. The node writes every owned stream's
+output, and at each commit every such stream's state record, in one transaction
+of one producer, `transactional.id = <app>.node.<node>.<incarnation>.<generation>`
+(`node_transactional_id`): unique to this process and, after a fence or a lost
+commit, to the producer that replaced the last one. A stream's *writer record*
+(`state.writers`) names the id that may hold its output in an open transaction:
+a take (`open`, called by `state.log_store.LogStateStore` before it reads the
+state) fences the id the record names, then names this one; a graceful release
+(`release`) clears it. A transaction's outcome is every stream's in it: an abort
+rewinds them all, and a fenced or broken producer loses them all (`renewed`:
+the node drops every stream and goes on with a new producer).
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final, Literal, Unpack
 
@@ -25,157 +29,201 @@ from framework.kafka.transactional import (
     TransactionalProducer,
     TransactionRetriable,
 )
+from framework.kernel.errors import SessionizerError
+from state.writers import WriterRecords
 
-__all__ = ["CommitResult", "StreamTransactions", "TxnOutcome", "transactional_id"]
+__all__ = ["CommitResult", "NodeTransactions", "TxnOutcome", "node_transactional_id"]
 
 CommitResult = Literal["committed", "aborted", "fenced", "broken"]
-"""`aborted`: nothing of it is visible, rewind; `fenced`: another owner has the stream;
+"""`aborted`: nothing of it is visible, rewind; `fenced`: a taker fenced this producer;
 `broken`: the transaction's end is not known (a commit with no answer by the delivery
 timeout may still have landed, and an abort after it proves nothing) or neither commit nor
-abort went through: the producer is closed and the stream dropped, so that its next owner
-reads what did commit from `<app>.state`; a rewind from memory could repeat it."""
+abort went through. Fenced or broken, the producer is closed and every stream dropped, so
+that each next owner reads what did commit from `<app>.state`; a rewind from memory could
+repeat it."""
 
-_MAX_WORKERS: Final = 32
-"""Most commits (or inits) in flight at once: each is mostly a wait for its coordinator."""
+_MAX_FENCES: Final = 8
+"""Most fences in flight at once (an assignment of a dead node's streams needs one)."""
 _RETRY_PAUSE_S: Final = 0.1
 
 
 @dataclass(frozen=True)
 class TxnOutcome:
-    """How one stream's transaction ended, and why when it did not commit."""
+    """How the transaction ended, and why when it did not commit."""
 
     result: CommitResult
     error: str = ""
 
 
-def transactional_id(app: str, stream: str) -> str:
-    """`<app>.<stream>`: the id follows the stream from owner to owner (fencing needs that)."""
-    return f"{app}.{stream}"
+def node_transactional_id(app: str, node: str, incarnation: str) -> str:
+    """`<app>.node.<node>.<incarnation>`: never reused, so a fence meant for one producer
+    never hits a later one (docs/exactly-once.md)."""
+    return f"{app}.node.{node}.{incarnation}"
 
 
-class StreamTransactions:
-    """The owned streams' transactional producers; used from the node's loop thread."""
+class NodeTransactions:
+    """The node's transactional producer; used from the node's loop thread only."""
 
     def __init__(
         self,
         opener: Callable[[str], TransactionalProducer],
         *,
         app: str,
+        node: str,
         state_topic: str,
         timeout: float,
+        writers: WriterRecords,
     ) -> None:
         self._opener = opener
         self.app = app
+        self.node = node
         self.state_topic = state_topic
         self.timeout = timeout
         """How long a commit, an abort or `init_transactions` may take (`--delivery-timeout`)."""
-        self._producers: dict[str, TransactionalProducer] = {}
+        self._writers = writers
+        self._incarnation = uuid.uuid4().hex[:12]
+        self._generation = 0
+        self._producer: TransactionalProducer | None = None
+        self._owned: set[str] = set()
+        """Streams whose writer record names this producer."""
+        self._touched: set[str] = set()
+        """Streams with output in the open transaction."""
+        self._fenced: set[str] = set()
+        """Ids this node fenced: a fenced id stays fenced (no one opens it again)."""
         self._pool: ThreadPoolExecutor | None = None
-        """Kept between commit rounds (started at the first): a round starts no threads."""
-        self._fresh: set[str] = set()
-        """Streams whose producer `open_many` opened and no `open` has used yet."""
+
+    @property
+    def transactional_id(self) -> str:
+        """The id of the producer in use (or the next one opened)."""
+        incarnation = f"{self._incarnation}.{self._generation}"
+        return node_transactional_id(self.app, self.node, incarnation)
 
     # -- ownership -------------------------------------------------------------------
 
     def open(self, stream: str) -> None:
-        """Open the stream's producer and fence every earlier one (before its state is read).
-
-        A producer `open_many` just opened for the stream is used as it is.
-        """
-        if stream in self._fresh:
-            self._fresh.discard(stream)
-            return
-        self.close_stream(stream)
-        self._producers[stream] = self._initialised(stream)
+        """Take the stream's output over: fence the id its writer record names, then name
+        ours (before its state is read); raises `ClientError` or `StateError`."""
+        if stream in self._touched:  # an earlier ownership's output: the next commit aborts it
+            raise ClientError(
+                f"stream {stream}: output of its previous ownership here is still in the "
+                f"open transaction of {self.transactional_id}; taken again after the next commit"
+            )
+        self._ready()
+        writer, version = self._writers.read(stream)
+        if writer is not None and writer != self.transactional_id:
+            self._fence(writer)
+        self._writers.claim(stream, self.transactional_id, version)
+        self._owned.add(stream)
 
     def open_many(self, streams: Sequence[str]) -> None:
-        """Open several streams' producers at once (an assignment): each `init_transactions` is
-        mostly a wait for its coordinator. A failure is left for `open` to meet again."""
-        if len(streams) < 2:
+        """Before an assignment's takes: open this producer and fence every other id the
+        streams' writer records name, at once. A failure is left for `open` to meet again."""
+        try:
+            self._ready()
+            named = {self._writers.read(stream)[0] for stream in streams}
+        except SessionizerError:
             return
-        opened = list(self._workers().map(self._try_initialised, streams))
-        for stream, producer in zip(streams, opened, strict=True):
-            if producer is not None:
-                self.close_stream(stream)
-                self._producers[stream] = producer
-                self._fresh.add(stream)
+        ours = self.transactional_id
+        others = sorted(w for w in named if w is not None and w != ours and w not in self._fenced)
+        if others:
+            list(self._workers().map(self._try_fence, others))
+
+    def _ready(self) -> TransactionalProducer:
+        """This node's producer, `init_transactions` run (once per producer)."""
+        if self._producer is None:
+            producer = self._opener(self.transactional_id)
+            try:
+                producer.init(self.timeout)
+            except ClientError:
+                producer.close(0)
+                self._generation += 1  # its init may have landed: never reused
+                raise
+            self._producer = producer
+        return self._producer
+
+    def _fence(self, writer: str) -> None:
+        """`init_transactions` under another id: its producer's open transaction is aborted
+        and it can never commit again."""
+        if writer in self._fenced:
+            return
+        producer = self._opener(writer)
+        try:
+            producer.init(self.timeout)
+        finally:
+            producer.close(0)
+        self._fenced.add(writer)
+
+    def _try_fence(self, writer: str) -> None:
+        try:
+            self._fence(writer)
+        except SessionizerError:
+            return  # `open` fences it again, and fails the take if it still cannot
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(_MAX_WORKERS, thread_name_prefix="txn")
+            self._pool = ThreadPoolExecutor(_MAX_FENCES, thread_name_prefix="fence")
         return self._pool
 
-    def _initialised(self, stream: str) -> TransactionalProducer:
-        producer = self._opener(transactional_id(self.app, stream))
-        try:
-            producer.init(self.timeout)
-        except ClientError:
-            producer.close(0)
-            raise
-        return producer
-
-    def _try_initialised(self, stream: str) -> TransactionalProducer | None:
-        try:
-            return self._initialised(stream)
-        except ClientError:
-            return None
-
     def owns(self, stream: str) -> bool:
-        """True while the stream has an open producer here."""
-        return stream in self._producers
+        """True while the stream's writer record names this producer (as far as it knows)."""
+        return stream in self._owned
 
     def in_transaction(self, stream: str) -> bool:
-        """True if the stream has output (or a state record) not committed nor aborted yet."""
-        producer = self._producers.get(stream)
-        return producer is not None and producer.in_transaction
+        """True if the stream has output in the open transaction."""
+        return stream in self._touched
 
-    def close_stream(self, stream: str, *, wait: bool = True) -> None:
-        """Close the stream's producer; an open transaction is aborted (or left to be fenced:
-        at once without `wait`, for a producer whose transaction's end is lost already)."""
-        self._fresh.discard(stream)
-        producer = self._producers.pop(stream, None)
-        if producer is not None:
-            producer.close(min(self.timeout, 5.0) if wait else 0.0)
+    @property
+    def touched(self) -> frozenset[str]:
+        """The streams with output in the open transaction."""
+        return frozenset(self._touched)
 
-    def retain(self, streams: Collection[str]) -> None:
-        """Close the producers of every stream not in `streams` (dropped since)."""
-        for stream in [s for s in self._producers if s not in streams]:
-            self.close_stream(stream)
+    def release(self, stream: str) -> None:
+        """A planned release: clear the writer record, so that the next taker fences nothing.
+        Kept if the stream still has output in the open transaction (the taker fences it)."""
+        self._owned.discard(stream)
+        if stream not in self._touched:
+            self._writers.clear(stream, self.transactional_id)
+
+    def retain(self, streams: Collection[str]) -> frozenset[str]:
+        """Forget every owned stream not in `streams` (dropped since); return those of them
+        with output in the open transaction, which must therefore never commit."""
+        for stream in [s for s in self._owned if s not in streams]:
+            self._owned.discard(stream)
+        return frozenset(s for s in self._touched if s not in streams)
 
     # -- the transaction -------------------------------------------------------------
 
-    def abort(self, stream: str) -> CommitResult:
-        """Abort the stream's open transaction: `aborted` (or nothing was open), `fenced`,
-        or `broken` (the producer is closed)."""
-        producer = self._producers.get(stream)
+    def abort(self) -> TxnOutcome:
+        """Abort the open transaction: `aborted` (or nothing was open), `fenced` or `broken`
+        (then the producer is replaced and every stream forgotten: `renewed`)."""
+        producer = self._producer
         if producer is None or not producer.in_transaction:
-            return "aborted"
-        return self._ended(stream, self._abort(stream, producer)).result
+            self._touched.clear()
+            return TxnOutcome("aborted")
+        return self._ended(self._abort(producer))
 
-    def commit_many(self, records: Mapping[str, bytes]) -> dict[str, TxnOutcome]:
-        """Per stream: send its state record, commit; the streams in parallel."""
-        if len(records) <= 1:
-            return {s: self._ended(s, self._commit(s, data)) for s, data in records.items()}
-        pool = self._workers()
-        futures = {s: pool.submit(self._commit, s, data) for s, data in records.items()}
-        wait(futures.values())  # all settled, even if one raised
-        return {stream: self._ended(stream, future.result()) for stream, future in futures.items()}
-
-    def _ended(self, stream: str, outcome: TxnOutcome) -> TxnOutcome:
-        """A fenced or broken producer is closed at once: waiting for its abort (5 s a stream,
-        one after the other, while a broker restarts) would only hold up the node's loop."""
-        if outcome.result in ("fenced", "broken"):
-            self.close_stream(stream, wait=False)
-        return outcome
-
-    def _commit(self, stream: str, record: bytes) -> TxnOutcome:
-        producer = self._producers.get(stream)
+    def commit(self, records: Mapping[str, bytes]) -> TxnOutcome:
+        """Send each stream's state record, then commit: every stream with output in the
+        transaction must have one (else the transaction is aborted)."""
+        missing = sorted(self._touched - records.keys())
+        if missing:
+            outcome = self.abort()
+            if outcome.result != "aborted":
+                return outcome
+            return TxnOutcome("aborted", f"no state record for streams with output: {missing}")
+        if not records:
+            return TxnOutcome("committed")
+        producer = self._producer
         if producer is None:
-            return TxnOutcome("broken", f"stream {stream}: no producer open here")
+            return self._ended(TxnOutcome("broken", "no producer open on this node"))
+        return self._ended(self._commit(producer, records))
+
+    def _commit(self, producer: TransactionalProducer, records: Mapping[str, bytes]) -> TxnOutcome:
         try:
             if not producer.in_transaction:
                 producer.begin()
-            producer.send(self.state_topic, stream.encode(), record, partition=0)
+            for stream, record in records.items():
+                producer.send(self.state_topic, stream.encode(), record, partition=0)
             deadline = time.monotonic() + self.timeout
             while True:
                 try:
@@ -192,31 +240,52 @@ class StreamTransactions:
         except ClientError as exc:
             # Nothing open (its `begin` failed): nothing to abort either.
             opened = producer.in_transaction
-            outcome = self._abort(stream, producer) if opened else TxnOutcome("aborted")
+            outcome = self._abort(producer) if opened else TxnOutcome("aborted")
             return TxnOutcome(outcome.result, f"{exc}; {outcome.error}".rstrip("; "))
 
-    def _abort(self, stream: str, producer: TransactionalProducer) -> TxnOutcome:
+    def _abort(self, producer: TransactionalProducer) -> TxnOutcome:
         try:
             producer.abort(self.timeout)
         except ProducerFenced as exc:
             return TxnOutcome("fenced", str(exc))
-        except ClientError as exc:  # its transaction state is unknown: the caller closes it
+        except ClientError as exc:  # its transaction state is unknown: the caller replaces it
             return TxnOutcome("broken", f"abort failed: {exc}")
         return TxnOutcome("aborted")
 
-    # -- RecordProducer: the sink's sends, routed by the stream of what they carry -----
+    def _ended(self, outcome: TxnOutcome) -> TxnOutcome:
+        """After a commit or abort: the open transaction is over either way; a fenced or
+        broken producer is replaced."""
+        self._touched.clear()
+        if outcome.result in ("fenced", "broken"):
+            self.renewed()
+        return outcome
+
+    def renewed(self) -> None:
+        """Close the producer at once (waiting for an abort would hold the node's loop up
+        while a broker restarts) and forget every stream: the next take opens the next
+        generation's producer, and fences this one by its writer records."""
+        producer, self._producer = self._producer, None
+        self._generation += 1
+        self._owned.clear()
+        self._touched.clear()
+        if producer is not None:
+            producer.close(0.0)
+
+    # -- RecordProducer: the sink's sends, into the open transaction ------------------
 
     def send(
         self, topic: str, key: bytes | None, value: bytes | None, **options: Unpack[SendOptions]
     ) -> None:
-        """Queue one output record in its stream's transaction (begun at its first output)."""
+        """Queue one output record of an owned stream in the open transaction (begun at the
+        first output after a commit)."""
         stream = getattr(options.pop("token", None), "stream", None)
-        producer = self._producers.get(stream) if isinstance(stream, str) else None
-        if producer is None:
-            raise SendFailed(f"no transactional producer for stream {stream!r} on this node")
+        producer = self._producer
+        if producer is None or stream not in self._owned:
+            raise SendFailed(f"stream {stream!r} is not written by this node's producer")
         try:
             if not producer.in_transaction:
                 producer.begin()
+            self._touched.add(stream)  # before the send: a failed one may have gone out
             # No token: a transactional producer reports a failed delivery by its commit.
             producer.send(topic, key, value, **options)
         except SendFailed:
@@ -225,25 +294,26 @@ class StreamTransactions:
             raise SendFailed(str(exc), exc.detail) from exc
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
-        """Nothing to wait for here: each transaction's commit flushes its own records."""
+        """Nothing to wait for here: the transaction's commit flushes its records."""
         return []
 
     def close(self, timeout: float | None = None) -> None:
-        """Close every producer (open transactions are aborted, or left to be fenced)."""
-        for stream in list(self._producers):
-            self.close_stream(stream)
+        """Close the producer (an open transaction is aborted, or left to be fenced)."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close(min(self.timeout, 5.0) if timeout is None else timeout)
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
 
     def topic_names(self, timeout: float) -> list[str]:
-        """Not offered by the transactional producers (the node never asks its sink)."""
+        """Not offered by the transactional producer (the node never asks its sink)."""
         raise ClientError("topic_names is not offered by the transactional sink")
 
     def warm_metadata(self, topics: Sequence[str]) -> None:
-        """Nothing to warm: each producer learns its topics at its first transaction."""
+        """Nothing to warm: the producer learns its topics at its first transaction."""
 
     @property
     def streams(self) -> Iterable[str]:
-        """The streams with a producer open here."""
-        return list(self._producers)
+        """The streams whose writer record names this producer."""
+        return list(self._owned)

@@ -23,7 +23,7 @@ from framework.kafka.transactional import ProducerFenced, TransactionAborted, Tr
 from framework.kernel.config import ConnectionConfig
 from framework.node.node import Node
 from framework.node.parts import NodeParts
-from framework.node.transactions import StreamTransactions
+from framework.node.transactions import NodeTransactions
 from framework.testkit.inputs import APP
 from framework.testkit.memory import LocalCoordinator, MemoryLog, node_config
 from sessionizer.examples.weblog import WebSessions
@@ -33,6 +33,7 @@ from state.handover import HandoverStore
 from state.log_store import LogStateStore
 from state.record import StreamState
 from state.store import FencedStateStore, VersionedMemory
+from state.writers import MemoryWriters
 
 SESSIONS = f"{APP}.sessions"
 DEADLETTER = f"{APP}.deadletter"
@@ -50,6 +51,8 @@ class FakeKafka:
     epochs: Counter[str] = field(default_factory=Counter)
     committed: dict[str, list[tuple[bytes | None, bytes | None]]] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    writers: MemoryWriters = field(default_factory=MemoryWriters)
+    """The streams' writer records (ZooKeeper's, kept here: shared by every node of a test)."""
     commits = 0
     fail: Callable[[str, int], str | None] = lambda tid, n: None
     """Told per commit (id, the cluster's commit count): None, `abort`, `retry`, `fenced`,
@@ -186,8 +189,13 @@ def exactly_once_parts(
     handover: HandoverStore | None = None,
 ) -> NodeParts:
     """A node's parts as `framework.node.exactly_once` builds them, over the fakes."""
-    transactions = StreamTransactions(
-        lambda tid: FakeProducer(kafka, tid), app=APP, state_topic=STATE, timeout=0.3
+    transactions = NodeTransactions(
+        lambda tid: FakeProducer(kafka, tid),
+        app=APP,
+        node="node-1",
+        state_topic=STATE,
+        timeout=0.3,
+        writers=kafka.writers,
     )
     store = LogStateStore(
         NotedHints(memory, kafka.events),

@@ -8,6 +8,7 @@ sees must be the uninterrupted at-least-once run's sessions, each exactly once.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +19,7 @@ from structlog.testing import capture_logs
 from framework.kafka.errors import ClientError
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
-from framework.node.transactions import StreamTransactions
+from framework.node.transactions import NodeTransactions
 from framework.testing.exactly_once import (
     DEADLETTER,
     SESSIONS,
@@ -46,6 +47,7 @@ from state.handover import HandoverStore, MemoryHandoverLog, MemoryPointers
 from state.log_store import LogStateStore
 from state.record import StreamState
 from state.store import FencedStateStore, VersionedMemory
+from state.writers import MemoryWriters
 
 STREAMS = 4
 FRAGMENTS = list(generate_fragments(120, seed=7))
@@ -76,6 +78,12 @@ def assert_exactly_once(kafka: FakeKafka, expected: tuple[dict[bytes, bytes], in
     assert len(kafka.records(DEADLETTER)) == dead_letters
 
 
+def node_ids(kafka: FakeKafka) -> list[str]:
+    """The transactional ids of the nodes' producers, in the order they first appear."""
+    found = [e.rpartition(" ")[2] for e in kafka.events if e.startswith("init test.node.")]
+    return list(dict.fromkeys(found))
+
+
 def transactions_of(kafka: FakeKafka, tid: str) -> list[list[str]]:
     """One producer's events, cut into transactions (begin .. commit/abort)."""
     found: list[list[str]] = []
@@ -90,24 +98,27 @@ def transactions_of(kafka: FakeKafka, tid: str) -> list[list[str]]:
     return found
 
 
-def test_each_transaction_sends_output_then_the_state_record_then_commits_then_the_hint(
+def test_each_transaction_sends_output_then_the_state_records_then_commits_then_the_hints(
     expected: tuple[dict[bytes, bytes], int],
 ) -> None:
     kafka, memory = FakeKafka(), VersionedMemory()
     run_exactly_once(kafka, fresh_log(), memory)
     assert_exactly_once(kafka, expected)
-    for stream in fresh_log().streams:
-        tid = f"test.{stream}"
-        txns = transactions_of(kafka, tid)
-        assert txns, f"{stream}: no transaction"
-        for txn in txns:
-            *sends, state, end = txn
-            assert end == "commit" and state == f"send {STATE}"
-            assert set(sends) <= {f"send {SESSIONS}", f"send {DEADLETTER}"}
-        # Each hint of the stream comes after a commit of it, never before the first.
-        events = [e for e in kafka.events if e.endswith(tid) and e.split()[0] in ("commit", "hint")]
-        assert events[0].startswith("commit")
-        assert events.count(f"hint {tid}") == events.count(f"commit {tid}")
+    (tid,) = node_ids(kafka)  # one producer for every stream of the node
+    txns = transactions_of(kafka, tid)
+    assert len(txns) > 1
+    for txn in txns:
+        *sends, end = txn
+        assert end == "commit"
+        states = [i for i, what in enumerate(sends) if what == f"send {STATE}"]
+        assert states and states == list(range(states[0], len(sends))), txn  # states last
+        assert set(sends[: states[0]]) <= {f"send {SESSIONS}", f"send {DEADLETTER}"}
+    # One hint per committed state record, each after the commit that carried it.
+    committed = Counter(key.decode() for key, _ in kafka.records(STATE) if key is not None)
+    hints = Counter(e.removeprefix("hint test.") for e in kafka.events if e.startswith("hint "))
+    assert hints == committed
+    first_commit = kafka.events.index(f"commit {tid}")
+    assert all(i > first_commit for i, e in enumerate(kafka.events) if e.startswith("hint "))
 
 
 def test_an_aborted_commit_rewinds_its_stream_and_nothing_is_committed_twice(
@@ -167,24 +178,24 @@ def test_a_commit_that_landed_without_an_answer_is_never_rewound_and_repeated(
     built: list[LocalCoordinator] = []
     log, until = _until_a_drop(built)
     run_exactly_once(kafka, log, memory, until=until, coordinators=built)
-    assert len(built[0].fenced) == 1
+    assert sorted(built[0].fenced) == sorted(log.streams)  # the node's transaction had them all
     kafka.fail = lambda tid, n: None
     run_exactly_once(kafka, fresh_log(), memory)  # the next owner of every stream
     assert_exactly_once(kafka, expected)
 
 
-def test_a_fenced_producer_drops_its_stream_commits_nothing_and_the_next_owner_resumes(
+def test_a_fenced_producer_drops_every_stream_commits_nothing_and_the_next_owner_resumes(
     expected: tuple[dict[bytes, bytes], int],
 ) -> None:
     kafka, memory = FakeKafka(), VersionedMemory()
-    victim = f"test.{sorted(fresh_log().streams)[1]}"
-    kafka.fail = lambda tid, n: "fenced" if tid == victim and n > 4 else None
+    kafka.fail = lambda tid, n: "fenced" if n == 5 else None
     built: list[LocalCoordinator] = []
-    run_exactly_once(kafka, fresh_log(), memory, coordinators=built)
-    assert built[0].fenced == [victim.removeprefix("test.")]
-    hints = [e for e in kafka.events if e == f"hint {victim}"]
-    commits = [e for e in kafka.events if e == f"commit {victim}"]
-    assert len(hints) == len(commits)  # nothing was written for the fenced transaction
+    log = fresh_log()
+    run_exactly_once(kafka, log, memory, coordinators=built)
+    assert sorted(built[0].fenced) == sorted(log.streams)
+    committed = Counter(key for key, _ in kafka.records(STATE))
+    hints = Counter(e.removeprefix("hint test.").encode() for e in kafka.events if "hint " in e)
+    assert hints == committed  # nothing was written for the fenced transaction
     kafka.fail = lambda tid, n: None
     run_exactly_once(kafka, fresh_log(), memory)  # the next owner of every stream
     assert_exactly_once(kafka, expected)
@@ -236,20 +247,79 @@ def test_streams_lost_while_paused_abort_their_open_transactions_and_say_so(
     assert_exactly_once(kafka, expected)
 
 
-def test_a_zombie_is_fenced_by_the_new_owners_init_whatever_zookeeper_says() -> None:
-    kafka = FakeKafka()
-    old, new = (
-        StreamTransactions(lambda t: FakeProducer(kafka, t), app="a", state_topic=STATE, timeout=1)
-        for _ in range(2)
+def node_transactions(
+    kafka: FakeKafka, node: str, writers: MemoryWriters, timeout: float = 1.0
+) -> NodeTransactions:
+    """A node's transactions over the fake cluster, as `framework.node.exactly_once` builds them."""
+    return NodeTransactions(
+        lambda t: FakeProducer(kafka, t),
+        app="a",
+        node=node,
+        state_topic=STATE,
+        timeout=timeout,
+        writers=writers,
     )
+
+
+def test_a_zombie_is_fenced_by_the_new_owners_take_whatever_zookeeper_says() -> None:
+    kafka, writers = FakeKafka(), MemoryWriters()
+    old, new = node_transactions(kafka, "a", writers), node_transactions(kafka, "b", writers)
     old.open("s")
+    old.open("t")
     old.send(SESSIONS, b"k", b"v", token=_Item("s"))
-    new.open("s")  # init_transactions: the zombie's open transaction is gone
-    outcome = old.commit_many({"s": b"state"})["s"]
+    new.open("s")  # fences the id s's writer record names: the zombie's transaction is gone
+    outcome = old.commit({"s": b"state", "t": b"state"})
     assert outcome.result == "fenced"
     assert kafka.records(SESSIONS) == [] and kafka.records(STATE) == []
-    assert new.commit_many({"s": b"state"})["s"].result == "committed"
+    assert not old.owns("t")  # a fenced producer loses every stream: its node drops them
+    assert new.commit({"s": b"state"}).result == "committed"
     assert kafka.records(STATE) == [(b"s", b"state")]
+    assert writers.read("s")[0] == new.transactional_id
+
+
+def test_a_graceful_release_clears_the_writer_record_so_the_taker_fences_nothing() -> None:
+    kafka, writers = FakeKafka(), MemoryWriters()
+    old, new = node_transactions(kafka, "a", writers), node_transactions(kafka, "b", writers)
+    for stream in ("s", "t"):
+        old.open(stream)
+        old.send(SESSIONS, b"k", stream.encode(), token=_Item(stream))
+    assert old.commit({"s": b"s1", "t": b"t1"}).result == "committed"
+    old.release("s")
+    assert writers.read("s") == (None, -1)
+    new.open("s")
+    old.send(SESSIONS, b"k", b"t2", token=_Item("t"))  # the releasing node goes on with t
+    assert old.commit({"t": b"t2"}).result == "committed"
+    assert [v for _, v in kafka.records(SESSIONS)] == [b"s", b"t", b"t2"]
+    assert sum(e.startswith("init ") for e in kafka.events) == 2  # one per node, no fence
+
+
+def test_a_take_of_a_dead_nodes_streams_fences_its_producer_once() -> None:
+    kafka, writers = FakeKafka(), MemoryWriters()
+    dead, taker = node_transactions(kafka, "a", writers), node_transactions(kafka, "b", writers)
+    streams = [f"s{i}" for i in range(6)]
+    for stream in streams:
+        dead.open(stream)
+    taker.open_many(streams)
+    for stream in streams:
+        taker.open(stream)
+    fences = [e for e in kafka.events if e == f"init {dead.transactional_id}"]
+    assert len(fences) == 2  # its own init, then one fence for all six streams
+    assert {writers.read(s)[0] for s in streams} == {taker.transactional_id}
+
+
+def test_a_stream_with_output_in_the_open_transaction_is_not_taken_again_before_it_ends() -> None:
+    kafka, writers = FakeKafka(), MemoryWriters()
+    txns = node_transactions(kafka, "a", writers)
+    txns.open("s")
+    txns.open("t")
+    txns.send(SESSIONS, b"k", b"v", token=_Item("s"))
+    assert txns.retain(["t"]) == {"s"}  # s was dropped with output: never committed
+    with pytest.raises(ClientError, match="open transaction"):
+        txns.open("s")
+    outcome = txns.commit({"t": b"state"})
+    assert outcome.result == "aborted" and "['s']" in outcome.error
+    txns.open("s")  # the transaction is over: taken again
+    assert kafka.records(SESSIONS) == []
 
 
 class _Item:
@@ -350,22 +420,34 @@ def _commit_fault(where: str, at: int) -> Callable[[str, int], str | None]:
     return lambda tid, n: where if n == at else None
 
 
-def test_a_broken_or_fenced_producer_is_closed_at_once_without_waiting_for_an_abort() -> None:
-    # Closing each with a 5 s abort, one stream after another on the node's loop, held a
-    # node's reading up for tens of seconds after a broker restart.
-    kafka, closed = FakeKafka(), []
+def test_a_broken_producer_is_closed_at_once_and_replaced_by_the_next_generation() -> None:
+    # Closing with a 5 s abort on the node's loop held a node's reading up for tens of
+    # seconds after a broker restart.
+    kafka, closed, writers = FakeKafka(), [], MemoryWriters()
 
     class Noted(FakeProducer):
         def close(self, timeout: float) -> None:
             closed.append((self.transactional_id, timeout))
             super().close(timeout)
 
-    txns = StreamTransactions(lambda t: Noted(kafka, t), app="a", state_topic=STATE, timeout=0.2)
+    txns = NodeTransactions(
+        lambda t: Noted(kafka, t),
+        app="a",
+        node="n",
+        state_topic=STATE,
+        timeout=0.2,
+        writers=writers,
+    )
     for stream in ("s", "t"):
         txns.open(stream)
         txns.send(SESSIONS, b"k", b"v", token=_Item(stream))
-    kafka.fail = lambda tid, n: "retry" if tid == "a.s" else "fenced"
-    outcomes = txns.commit_many({"s": b"state", "t": b"state"})
-    assert {s: o.result for s, o in outcomes.items()} == {"s": "broken", "t": "fenced"}
-    assert sorted(closed) == [("a.s", 0.0), ("a.t", 0.0)]
+    first = txns.transactional_id
+    kafka.fail = lambda tid, n: "retry"
+    outcome = txns.commit({"s": b"state", "t": b"state"})
+    assert outcome.result == "broken"
+    assert closed == [(first, 0.0)]
     assert not txns.owns("s") and not txns.owns("t")
+    kafka.fail = lambda tid, n: None
+    txns.open("s")  # the next generation fences the broken one, whose end is unknown
+    assert txns.transactional_id != first
+    assert f"init {first}" in kafka.events[kafka.events.index(f"init {txns.transactional_id}") :]

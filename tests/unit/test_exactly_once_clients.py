@@ -30,7 +30,7 @@ from framework.kafka.transactional_kafka_python import KafkaPythonTransactional
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.node.config import NodeConfig
-from framework.node.transactions import transactional_id
+from framework.node.transactions import node_transactional_id
 from router.provisioning import STATE_TOPIC_CONFIG, TopicPlan, state_topic
 
 
@@ -91,12 +91,12 @@ def test_exactly_once_is_a_delivery_mode_and_others_are_refused() -> None:
         NodeConfig(connection, delivery="twice")  # type: ignore[arg-type]
 
 
-def test_the_state_topic_is_provisioned_compacted_and_ids_follow_the_stream() -> None:
+def test_the_state_topic_is_provisioned_compacted_and_ids_name_the_node_incarnation() -> None:
     plan = TopicPlan("app", 2)
     assert state_topic("app") in plan.all_topics()
     assert plan.configs("app.state")["cleanup.policy"] == "compact"
     assert STATE_TOPIC_CONFIG["cleanup.policy"] == "compact"
-    assert transactional_id("app", "app.stream.0001") == "app.app.stream.0001"
+    assert node_transactional_id("app", "n1", "4f2a.0") == "app.node.n1.4f2a.0"
 
 
 class _FencedHandle:
