@@ -14,6 +14,7 @@ again without the original value, and `flush` goes on.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from framework.kafka.errors import FlushIncomplete, RecordTooLarge, SendFailed
@@ -27,7 +28,7 @@ from sessionizer.sinks import (
     DeadLetter,
 )
 
-__all__ = ["KafkaSink", "open_kafka_sink"]
+__all__ = ["KafkaSink", "OutputProducerSettings", "open_kafka_sink"]
 
 # A request must be able to time out (and be retried) inside the delivery timeout.
 _REQUEST_SHARE = 0.5
@@ -114,6 +115,59 @@ class KafkaSink(BrokerSink):
         self._sent += 1
 
 
+@dataclass(frozen=True)
+class OutputProducerSettings:
+    """The settings of a producer of a node's output (acks=all, idempotent, lz4, large
+    batches), per client; the user's properties win. The exactly-once producer adds its
+    transactional id to these (`framework.node.exactly_once`)."""
+
+    bootstrap: str
+    client_id: str
+    delivery_timeout: float
+    max_message_bytes: int
+    largest_record: int
+    """The largest record sent (an exactly-once state record may be over `max_message_bytes`)."""
+    properties: Mapping[str, str]
+
+    def kafka_python(self) -> dict[str, Any]:
+        """`KafkaProducer`'s keyword arguments."""
+        from framework.kafka.kafka_python import OnePartitionFirst, producer_settings
+
+        timeout_ms = int(self.delivery_timeout * 1000)
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "acks": "all",
+            "enable_idempotence": True,
+            "linger_ms": 20,
+            "compression_type": "lz4",
+            "client_id": self.client_id,
+            "delivery_timeout_ms": timeout_ms,
+            "request_timeout_ms": max(1000, int(timeout_ms * _REQUEST_SHARE)),
+            # `send` blocks for metadata or buffer space at most this long, then raises.
+            "max_block_ms": timeout_ms,
+            "max_request_size": self.largest_record + 64 * 1024,
+            # The user's settings last: theirs win, batch_size and partitioner included.
+            "batch_size": min(_BATCH_BYTES, self.max_message_bytes),
+            "partitioner": OnePartitionFirst(),
+            **producer_settings(dict(self.properties)),
+        }
+
+    def confluent(self) -> dict[str, Any]:
+        """librdkafka's properties."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": self.client_id,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "delivery.timeout.ms": int(self.delivery_timeout * 1000),
+            "message.max.bytes": self.largest_record + 64 * 1024,
+            # The user's properties last: theirs win (the reserved ones cannot be set).
+            **self.properties,
+        }
+
+
 def open_kafka_sink(
     client: KafkaClient,
     bootstrap: str,
@@ -125,46 +179,18 @@ def open_kafka_sink(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     properties: Mapping[str, str] | None = None,
 ) -> KafkaSink:
-    """A `KafkaSink` over the `client` choice (acks=all, idempotent, lz4); `properties` win."""
-    user = dict(properties or {})
-    timeout_ms = int(delivery_timeout * 1000)
-
-    def kafka_python() -> dict[str, Any]:
-        from framework.kafka.kafka_python import OnePartitionFirst, producer_settings
-
-        return {
-            "bootstrap_servers": bootstrap,
-            "acks": "all",
-            "enable_idempotence": True,
-            "linger_ms": 20,
-            "compression_type": "lz4",
-            "client_id": client_id,
-            "delivery_timeout_ms": timeout_ms,
-            "request_timeout_ms": max(1000, int(timeout_ms * _REQUEST_SHARE)),
-            # `send` blocks for metadata or buffer space at most this long, then raises.
-            "max_block_ms": timeout_ms,
-            "max_request_size": max_message_bytes + 64 * 1024,
-            # The user's settings last: theirs win, batch_size and partitioner included.
-            "batch_size": min(_BATCH_BYTES, max_message_bytes),
-            "partitioner": OnePartitionFirst(),
-            **producer_settings(user),
-        }
-
-    def confluent() -> dict[str, Any]:
-        return {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 20,
-            "compression.type": "lz4",
-            "delivery.timeout.ms": timeout_ms,
-            "message.max.bytes": max_message_bytes + 64 * 1024,
-            # The user's properties last: theirs win (the reserved ones cannot be set).
-            **user,
-        }
-
-    producer = open_producer(client, kafka_python=kafka_python, confluent=confluent)
+    """A `KafkaSink` over the `client` choice (`OutputProducerSettings`)."""
+    settings = OutputProducerSettings(
+        bootstrap,
+        client_id,
+        delivery_timeout,
+        max_message_bytes,
+        largest_record=max_message_bytes,
+        properties=dict(properties or {}),
+    )
+    producer = open_producer(
+        client, kafka_python=settings.kafka_python, confluent=settings.confluent
+    )
     return KafkaSink(
         producer,
         sessions_topic,

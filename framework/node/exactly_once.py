@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Final
 
 from framework.kafka.transactional import (
     TransactionalProducer,
@@ -23,15 +22,13 @@ from framework.node.config import NodeConfig
 from framework.node.transactions import NodeTransactions
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import state_topic
-from sessionizer.kafka_sink import KafkaSink
+from sessionizer.kafka_sink import KafkaSink, OutputProducerSettings
 from state.log_store import LogStateStore
 from state.record import DEFAULT_LIMIT_BYTES
 from state.store import FencedStateStore
 from state.writers import WriterRecords
 
 __all__ = ["ExactlyOnceParts", "exactly_once_parts"]
-
-_LINGER_MS: Final = 20
 
 
 @dataclass(frozen=True)
@@ -93,44 +90,20 @@ def _producer(config: NodeConfig, client_id: str, transactional_id: str) -> Tran
     """A transactional producer (the node's, or one fencing an id): the sink's settings, plus
     the transactional id."""
     connection = config.connection
-    timeout_ms = int(config.delivery_timeout * 1000)
-    largest = max(config.max_message_bytes, DEFAULT_LIMIT_BYTES) + 64 * 1024
-    user = dict(connection.kafka_config)
-
-    def kafka_python() -> dict[str, Any]:
-        from framework.kafka.kafka_python import OnePartitionFirst, producer_settings
-
-        return {
-            "bootstrap_servers": connection.bootstrap,
-            "client_id": client_id,
-            "acks": "all",
-            "enable_idempotence": True,
-            "linger_ms": _LINGER_MS,
-            "compression_type": "lz4",
-            "delivery_timeout_ms": timeout_ms,
-            "request_timeout_ms": max(1000, timeout_ms // 2),
-            "max_block_ms": timeout_ms,
-            "max_request_size": largest,
-            "partitioner": OnePartitionFirst(),
-            **producer_settings(user),
-        }
-
-    confluent = {
-        "bootstrap.servers": connection.bootstrap,
-        "client.id": client_id,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": _LINGER_MS,
-        "compression.type": "lz4",
-        "delivery.timeout.ms": timeout_ms,
-        "message.max.bytes": largest,
-        **user,
-    }
+    settings = OutputProducerSettings(
+        connection.bootstrap,
+        client_id,
+        config.delivery_timeout,
+        config.max_message_bytes,
+        largest_record=max(config.max_message_bytes, DEFAULT_LIMIT_BYTES),
+        properties=connection.kafka_config,
+    )
+    kafka_python = _kafka_python(connection.kafka_client)
     return open_transactional_producer(
         connection.kafka_client,
         transactional_id,
-        kafka_python=kafka_python() if _kafka_python(connection.kafka_client) else {},
-        confluent=confluent,
+        kafka_python=settings.kafka_python() if kafka_python else {},
+        confluent=settings.confluent(),
     )
 
 

@@ -121,6 +121,18 @@ def test_each_transaction_sends_output_then_the_state_records_then_commits_then_
     assert all(i > first_commit for i, e in enumerate(kafka.events) if e.startswith("hint "))
 
 
+def test_a_planned_stop_clears_every_writer_record_so_the_next_node_fences_nothing(
+    expected: tuple[dict[bytes, bytes], int],
+) -> None:
+    kafka, memory = FakeKafka(), VersionedMemory()
+    run_exactly_once(kafka, fresh_log(), memory)
+    assert kafka.writers.records == {}
+    run_exactly_once(kafka, fresh_log(), memory)
+    first, _ = node_ids(kafka)
+    assert kafka.events.count(f"init {first}") == 1  # never fenced: it had released
+    assert_exactly_once(kafka, expected)
+
+
 def test_an_aborted_commit_rewinds_its_stream_and_nothing_is_committed_twice(
     expected: tuple[dict[bytes, bytes], int],
 ) -> None:

@@ -306,3 +306,33 @@ def test_a_produce_refused_for_a_fenced_epoch_fences_instead_of_bumping_the_epoc
     # A sequence error after a broker restart still bumps (and ends the transaction aborted).
     found = manager.classify_batch_error(OutOfOrderSequenceNumberError(), batch=None)
     assert found == TransactionManager.ERROR_CLASS_NEEDS_EPOCH_BUMP
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_the_transactional_producer_has_the_sinks_settings_plus_room_for_a_state_record(
+    monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    # It had kafka-python's default 16 KiB batches: a wake-up of its I/O thread every few
+    # dozen sessions, 12 % of an exactly-once node's samples (profile_node, 2026-11-26).
+    from framework.node import exactly_once
+    from sessionizer.kafka_sink import OutputProducerSettings
+    from state.record import DEFAULT_LIMIT_BYTES
+
+    opened: dict[str, Any] = {}
+    monkeypatch.setattr(
+        exactly_once, "open_transactional_producer", lambda c, tid, **kw: opened.update(kw)
+    )
+    connection = ConnectionConfig("zk:1", "kafka:1", "app", kafka_client=client)  # type: ignore[arg-type]
+    config = NodeConfig(connection, delivery="exactly-once", max_message_bytes=100_000)
+    exactly_once._producer(config, "c", "app.node.n1.x.0")
+    sink = OutputProducerSettings("kafka:1", "c", config.delivery_timeout, 100_000, 100_000, {})
+    largest = max(100_000, DEFAULT_LIMIT_BYTES) + 64 * 1024
+    if client == "kafka-python":
+        settings, expected = opened["kafka_python"], sink.kafka_python()
+        assert settings["batch_size"] == 100_000
+        assert settings["max_request_size"] == largest
+    else:
+        settings, expected = opened["confluent"], sink.confluent()
+        assert settings["message.max.bytes"] == largest
+    same = set(expected) - {"max_request_size", "message.max.bytes", "partitioner"}
+    assert {k: settings[k] for k in same} == {k: expected[k] for k in same}
