@@ -3,11 +3,15 @@
     .venv/bin/python -m benchmarks.delivery_modes [--workload apache|generated]
         [--fragments 200000] [--streams 64] [--intervals 0.1 1 5]
         [--clients confluent kafka-python] [--latency-fragments 10000] [--rate 1000]
+        [--repeats 1]
 
 The workload is produced once.  Then, for each Kafka client and commit
 interval, each delivery mode in turn (at-least-once first, so that machine
 noise hits both alike), one `sessionizer node --delivery MODE
---commit-interval SECONDS` (WebSessions) is measured twice:
+--commit-interval SECONDS` (WebSessions) is measured twice (the throughput
+`--repeats` times, both modes in turn each round, and the median run reported
+with every run's rate beside it: two runs of one configuration differ by 10-50 %
+on the shared 2-core machine):
 
 - throughput: on the produced topics from a fresh state (ZooKeeper's and
   `<app>.state`'s both cleared), `nodes_vs_bare.run_nodes`' measure: from the
@@ -76,7 +80,7 @@ from router.provisioning import state_topic
 from sessionizer.examples.weblog import WebSessions
 from sessionizer.processor import Timing
 
-__all__ = ["COLUMNS", "MODES", "TARGET", "compare", "main", "section", "target"]
+__all__ = ["COLUMNS", "MODES", "TARGET", "compare", "main", "median_run", "section", "target"]
 
 MODES = ("at-least-once", "exactly-once")
 TARGET = 0.85
@@ -238,6 +242,47 @@ def _latency(
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate (the upper one of an even count), with every run's rate
+    beside it; exact only if every run was, its duplicates and losses summed over them."""
+    ordered = sorted(runs, key=lambda run: run["fragments_per_s"])
+    return {
+        **ordered[len(ordered) // 2],
+        "fragments_per_s_runs": [run["fragments_per_s"] for run in runs],
+        "exact": all(run["exact"] for run in runs),
+        "duplicates": sum(run["duplicates"] for run in runs),
+        "lost": sum(run["lost"] for run in runs),
+    }
+
+
+def _throughputs(
+    cluster: BenchCluster,
+    produced: Produced,
+    workload: Workload,
+    client: str,
+    interval: float,
+    args: argparse.Namespace,
+    scratch: Path,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """Each mode's throughput runs, `--repeats` rounds of both modes in turn (so that the
+    machine's noise hits both alike), and the error of a mode that failed."""
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    errors: dict[str, str] = {}
+    for attempt in range(1, args.repeats + 1):
+        for mode in (m for m in MODES if m not in errors):
+            which = f" ({attempt}/{args.repeats})" if args.repeats > 1 else ""
+            progress(f"[{client}] {mode}, commit interval {interval} s: throughput{which}...")
+            try:
+                flags = _flags(client, mode, interval)
+                runs[mode].append(_throughput(cluster, produced, workload, flags, scratch))
+            except Exception as exc:  # one failed run must not lose the others' rows
+                errors[mode] = f"{type(exc).__name__}: {exc}"
+                progress(f"    FAILED: {errors[mode]}")
+                continue
+            progress(f"    {runs[mode][-1]['fragments_per_s']:,.0f} fragments/s")
+    return runs, errors
+
+
 def _client_rows(
     cluster: BenchCluster,
     produced: Produced,
@@ -248,14 +293,18 @@ def _client_rows(
 ) -> list[dict[str, Any]]:
     rows = []
     for interval in args.intervals:
+        runs, errors = _throughputs(cluster, produced, workload, client, interval, args, scratch)
         for mode in MODES:
-            flags = _flags(client, mode, interval)
             row: dict[str, Any] = {"client": client, "interval_s": interval, "delivery": mode}
+            if mode in errors:
+                rows.append({**row, "error": errors[mode]})
+                continue
+            row.update(median_run(runs[mode]))
             try:
-                progress(f"[{client}] {mode}, commit interval {interval} s: throughput...")
-                row.update(_throughput(cluster, produced, workload, flags, scratch))
-                progress(f"    {row['fragments_per_s']:,.0f} fragments/s; latency...")
-                row.update(_latency(cluster, workload, flags, args, scratch))
+                progress(f"[{client}] {mode}, commit interval {interval} s: latency...")
+                row.update(
+                    _latency(cluster, workload, _flags(client, mode, interval), args, scratch)
+                )
                 if row["latency_sessions"]:
                     progress(f"    latency p50 {row['p50_s']:.2f} s, p95 {row['p95_s']:.2f} s")
                 else:  # a big workload packs more fragments into each second of event time
@@ -315,6 +364,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--latency-fragments", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=1_000.0, help="latency traffic per second")
     parser.add_argument("--logs", help="keep the nodes' logs here (default: deleted)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="throughput runs per mode and interval, the modes in turn; the median is reported",
+    )
     args = parser.parse_args(argv)
     load_before = load_average()
     progress(f"building the {args.workload} workload ({args.fragments:,} fragments)...")

@@ -15,7 +15,7 @@ from benchmarks.delivery_latency import (
     session_latencies,
     summary,
 )
-from benchmarks.delivery_modes import COLUMNS, compare, section, target
+from benchmarks.delivery_modes import COLUMNS, compare, median_run, section, target
 from router.fragment import ParsedFragment
 from sessionizer.processor import Timing
 
@@ -117,3 +117,15 @@ def test_run_all_runs_it_quick_on_one_client_and_full_on_both() -> None:
 
     assert planned(True)[planned(True).index("--clients") + 1] == "confluent"
     assert "--clients" not in planned(False)  # both clients, the default
+
+
+def test_repeated_runs_report_the_median_run_and_are_exact_only_if_every_run_was() -> None:
+    runs = [
+        {"fragments_per_s": rate, "exact": exact, "duplicates": dups, "lost": 0, "seconds": rate}
+        for rate, exact, dups in ((9_000.0, True, 0), (15_000.0, False, 2), (10_000.0, True, 0))
+    ]
+    row = median_run(runs)
+    assert row["fragments_per_s"] == 10_000.0 and row["seconds"] == 10_000.0  # that run's own
+    assert row["fragments_per_s_runs"] == [9_000.0, 15_000.0, 10_000.0]
+    assert row["exact"] is False and row["duplicates"] == 2
+    assert median_run(runs[:1])["exact"] is True
