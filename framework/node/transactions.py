@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final, Literal, Unpack
 
+import structlog
+
 from framework.kafka.errors import ClientError, SendFailed
 from framework.kafka.producer import DeliveryFailure, SendOptions
 from framework.kafka.transactional import (
@@ -41,6 +43,8 @@ timeout may still have landed, and an abort after it proves nothing) or neither 
 abort went through. Fenced or broken, the producer is closed and every stream dropped, so
 that each next owner reads what did commit from `<app>.state`; a rewind from memory could
 repeat it."""
+
+_log = structlog.get_logger("sessionizer.node")
 
 _MAX_FENCES: Final = 8
 """Most fences in flight at once (an assignment of a dead node's streams needs one)."""
@@ -139,6 +143,7 @@ class NodeTransactions:
                 self._generation += 1  # its init may have landed: never reused
                 raise
             self._producer = producer
+            _log.info("transactional_producer_ready", node=self.node, id=producer.transactional_id)
         return self._producer
 
     def _fence(self, writer: str) -> None:
@@ -152,6 +157,7 @@ class NodeTransactions:
         finally:
             producer.close(0)
         self._fenced.add(writer)
+        _log.info("writer_fenced", node=self.node, fenced=writer, note="it can never commit again")
 
     def _try_fence(self, writer: str) -> None:
         try:

@@ -311,11 +311,14 @@ def test_a_take_of_a_dead_nodes_streams_fences_its_producer_once() -> None:
     streams = [f"s{i}" for i in range(6)]
     for stream in streams:
         dead.open(stream)
-    taker.open_many(streams)
-    for stream in streams:
-        taker.open(stream)
+    with capture_logs() as logs:
+        taker.open_many(streams)
+        for stream in streams:
+            taker.open(stream)
     fences = [e for e in kafka.events if e == f"init {dead.transactional_id}"]
     assert len(fences) == 2  # its own init, then one fence for all six streams
+    fenced = [e["fenced"] for e in logs if e["event"] == "writer_fenced"]
+    assert fenced == [dead.transactional_id]  # and the log says whom
     assert {writers.read(s)[0] for s in streams} == {taker.transactional_id}
 
 
