@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -27,6 +26,7 @@ from kazoo.exceptions import (
 )
 
 from state.errors import StateError
+from state.zookeeper_store import StreamZnodes
 
 __all__ = ["MemoryWriters", "WriterRecords", "WriterTaken", "ZooKeeperWriters"]
 
@@ -83,20 +83,13 @@ class MemoryWriters:
             del self.records[stream]
 
 
-class ZooKeeperWriters:
+class ZooKeeperWriters(StreamZnodes):
     """`WriterRecords` as persistent znodes `<parent>/<stream>` holding the id in UTF-8."""
-
-    def __init__(self, client: KazooClient, parent: str) -> None:
-        self.client = client
-        self.parent = parent
-
-    def _path(self, stream: str) -> str:
-        return f"{self.parent}/{stream}"
 
     def read(self, stream: str) -> tuple[str | None, int]:
         """The named id and the znode's version."""
         try:
-            data, stat = self.client.get(self._path(stream))
+            data, stat = self.client.get(self.path(stream))
         except NoNodeError:
             return None, NO_RECORD
         except ZookeeperError as exc:
@@ -105,7 +98,7 @@ class ZooKeeperWriters:
 
     def claim(self, stream: str, writer: str, version: int) -> None:
         """Create the znode (no record yet) or set it at `version`; `WriterTaken` if it moved."""
-        path, data = self._path(stream), writer.encode()
+        path, data = self.path(stream), writer.encode()
         try:
             if version == NO_RECORD:
                 self.client.create(path, data, makepath=True)
@@ -123,9 +116,9 @@ class ZooKeeperWriters:
     def clear(self, stream: str, writer: str) -> None:
         """Delete the znode if it still names `writer`."""
         try:
-            data, stat = self.client.get(self._path(stream))
+            data, stat = self.client.get(self.path(stream))
             if data.decode() == writer:
-                self.client.delete(self._path(stream), version=stat.version)
+                self.client.delete(self.path(stream), version=stat.version)
         except (NoNodeError, BadVersionError, NotEmptyError):
             return  # gone or renamed since: nothing of ours to clear
         except ZookeeperError as exc:
