@@ -16,12 +16,9 @@ from typing import Protocol
 
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    OperationTimeoutError,
-    SessionExpiredError,
     ZookeeperError,
 )
 
@@ -106,11 +103,9 @@ class ZooKeeperWriters(StreamZnodes):
                 self.client.set(path, data, version=version)
         except (NodeExistsError, BadVersionError, NoNodeError) as exc:
             raise WriterTaken(stream) from exc
-        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
-            # Landed or not, the take fails: the next taker reads whichever id is named and
-            # fences it, ours included (we never produce for a take that failed).
-            raise _unreachable(stream, "claim", exc) from exc
         except ZookeeperError as exc:
+            # Landed or not (a lost connection), the take fails: the next taker reads whichever
+            # id is named and fences it, ours included (we never produce for a failed take).
             raise _unreachable(stream, "claim", exc) from exc
 
     def clear(self, stream: str, writer: str) -> None:

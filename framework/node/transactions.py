@@ -193,8 +193,7 @@ class NodeTransactions:
     def retain(self, streams: Collection[str]) -> frozenset[str]:
         """Forget every owned stream not in `streams` (dropped since); return those of them
         with output in the open transaction, which must therefore never commit."""
-        for stream in [s for s in self._owned if s not in streams]:
-            self._owned.discard(stream)
+        self._owned.intersection_update(streams)
         return frozenset(s for s in self._touched if s not in streams)
 
     # -- the transaction -------------------------------------------------------------
