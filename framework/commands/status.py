@@ -19,7 +19,8 @@ ZooKeeper cannot be read, or without the credentials of a protected app.
 kafka-python's and kazoo's own lines are left out (unless --log-level debug):
 they would repeat that one line once per retry.
 `--watch` redraws under a timestamp: on a terminal it clears the screen, piped
-it separates frames with a blank line; Ctrl-C ends it with 0.
+it separates frames with a blank line; Ctrl-C ends it with 0: once the read in
+flight is done (it is not drawn), or at once on a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import queue
+import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
@@ -100,11 +105,7 @@ def run(args: argparse.Namespace) -> int:
             for error in status["errors"]:
                 print(f"sessionizer status: error: {error}", file=sys.stderr, flush=True)
             return EXIT_PARTIAL if status["errors"] else 0
-        try:
-            _watch(client, connection, output)
-        except KeyboardInterrupt:
-            return 0  # Ctrl-C is how --watch ends
-    return 0
+        return _watch(client, connection, output)  # the client is stopped after the loop left
 
 
 class StatusReader:
@@ -154,21 +155,35 @@ def frame(text: str, *, now: datetime, terminal: bool) -> str:
     return f"{lead}{header}\n{text}"
 
 
-def _watch(client: KazooClient, connection: ConnectionConfig, output: str) -> None:
-    changed = threading.Event()
+def _watch(client: KazooClient, connection: ConnectionConfig, output: str) -> int:
+    """Redraw until Ctrl-C; 0 then (the CLI contract), even if it cut a read short."""
+    wakeup = _Wakeup()
+    with _sigint_calls(wakeup.interrupt):
+        try:
+            _redraw(client, connection, output, wakeup)
+        except KeyboardInterrupt:
+            return 0  # a second Ctrl-C, or one the handler could not take (not the main thread)
+        except KazooException:
+            if wakeup.stopping:  # the read in flight when a second Ctrl-C came: it is dropped
+                return 0
+            raise
+    return 0
 
-    def mark(_children: list[str]) -> None:
-        changed.set()  # kazoo's thread: only flag, the loop below reads ZooKeeper
 
+def _redraw(
+    client: KazooClient, connection: ConnectionConfig, output: str, wakeup: _Wakeup
+) -> None:
     paths = connection.paths
-    ChildrenWatch(client, paths.claimed_streams, mark)
-    ChildrenWatch(client, paths.active_consumers, mark)
+    ChildrenWatch(client, paths.claimed_streams, wakeup.changed)
+    ChildrenWatch(client, paths.active_consumers, wakeup.changed)
     if client.exists(paths.quarantined_streams) is not None:  # absent until a member starts
-        ChildrenWatch(client, paths.quarantined_streams, mark)
+        ChildrenWatch(client, paths.quarantined_streams, wakeup.changed)
     terminal = sys.stdout.isatty()
     reader = StatusReader(client, connection)
-    while True:
+    while not wakeup.stopping:
         status = reader.read()
+        if wakeup.stopping:  # Ctrl-C came during the read: end without drawing it
+            return
         text = render(status, output)
         if output != "json":  # JSON stays one document a line
             errors = [f"could not read: {error}" for error in status["errors"]]
@@ -176,8 +191,65 @@ def _watch(client: KazooClient, connection: ConnectionConfig, output: str) -> No
         print(text, flush=True)
         # Claims changing redraw at once; offsets move without any znode child
         # changing, so redraw every second as well.
-        changed.wait(timeout=_REFRESH_SECONDS)
-        changed.clear()
+        wakeup.wait(_REFRESH_SECONDS)
+
+
+class _Wakeup:
+    """What the --watch loop waits on between frames: a claims, members or quarantine
+    change (`changed`, from kazoo's thread), or Ctrl-C (`interrupt`, the SIGINT handler).
+
+    Ctrl-C must not raise KeyboardInterrupt wherever the main thread happens to be:
+    inside a ZooKeeper request, kazoo's `KazooClient._call` (a bare `except:` around
+    waking its connection thread) swallows it and fails the request with
+    `ConnectionClosedError`, and the watch ended with exit 2 instead of 0.  So the
+    first Ctrl-C only sets `stopping` and wakes the loop, which leaves after the read
+    in flight; the client is stopped after that.  A second Ctrl-C raises
+    KeyboardInterrupt, for a read that hangs (ZooKeeper or Kafka unreachable).
+
+    A `queue.SimpleQueue`, not a `threading.Event`: its `put` may be called from a
+    signal handler, while the handler setting an Event that the loop is clearing
+    (holding the Event's lock) would deadlock.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._queue: queue.SimpleQueue[bool] = queue.SimpleQueue()
+
+    def changed(self, _children: list[str]) -> None:
+        self._queue.put(False)  # kazoo's thread: only wake the loop, it reads ZooKeeper
+
+    def interrupt(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.stopping:
+            raise KeyboardInterrupt
+        self.stopping = True
+        self._queue.put(True)
+
+    def wait(self, timeout: float) -> None:
+        """Until a change (however many came since the last wait), Ctrl-C or `timeout`."""
+        try:
+            self._queue.get(timeout=timeout)
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            return
+
+
+@contextmanager
+def _sigint_calls(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """While inside, SIGINT calls `handler` instead of raising KeyboardInterrupt; only
+    in the main thread (the only one that may set handlers) and only in place of
+    Python's default handler (a caller's own, or SIGINT ignored, is left alone)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager

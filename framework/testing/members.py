@@ -104,7 +104,8 @@ class MemberGroup(ProcessGroup):
 
 
 ClaimsSnapshot = tuple[float, float, dict[str, str]]
-"""(request sent, reply received, owner by stream) of one reading of the claims."""
+"""(request sent, reply received, owner by stream) of one reading of the claims: it holds
+every write ZooKeeper acknowledged (to anyone) before `sent` (`ClaimObserver` syncs first)."""
 
 
 class ClaimObserver:
@@ -113,6 +114,11 @@ class ClaimObserver:
     Keeps every claims reading (`claims`, for `ownership_violations`) and
     records a violation whenever a stream's committed counter goes backwards:
     that is what a fenced-off owner writing over the new owner would look like.
+    Each claims reading starts with a `sync`: ZooKeeper serves reads from the
+    server a session is on, which may not have applied yet a write that another
+    member's server already acknowledged (a follower lags the leader, the more
+    so after an election), so without it a claim its member has logged as taken
+    could read as missing: a double ownership that never was.
     Use as a context manager; `violations` is complete after exit.  `auth`
     (`SCHEME:CREDENTIALS`) is needed to observe an app created with --zk-auth.
     """
@@ -161,6 +167,10 @@ class ClaimObserver:
 
     def _observe(self, client: KazooClient) -> None:
         sent = time.time()
+        # Only after `sent`: the server catches up with the leader, so this reading holds
+        # every claim taken (and logged as assigned) before `sent`.  Reads stay in order
+        # for one session, so the counters below never go back because of a lagging server.
+        client.sync(self.paths.claimed_streams)
         owners = {
             s: str(c.get("consumer")) for s, c in claims.read_owners(client, self.paths).items()
         }
