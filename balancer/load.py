@@ -168,6 +168,10 @@ class LoadMeter:
         return track.rate, track.busy
 
 
+_WRITES_PER_MULTI = 256
+"""Loads written per ZooKeeper multi-op: ~100 B each, far below the 1 MB request limit."""
+
+
 class LoadReporter:
     """Publishes the loads of the streams we hold, from the owner's thread."""
 
@@ -194,28 +198,27 @@ class LoadReporter:
         return now >= self._next
 
     def publish(self, now: float, held: Collection[str]) -> int:
-        """Write the loads of `held` streams that changed meaningfully; return how many."""
+        """Write the loads of `held` streams that changed meaningfully; return how many.
+
+        Pipelined: one round trip for the streams published for the first time (their
+        last value, for its move time) and one for the writes, however many streams.
+        """
         self._next = now + self.publish_interval
         for stream in set(self._published) - set(held):
             del self._published[stream]
-        written = 0
-        for stream in sorted(held):
-            estimate = self.meter.estimate(stream)
-            if estimate is None:
-                continue  # not measured long enough: the last published value stands
-            last = self._published.get(stream)
-            if last is None:
-                last = read_loads(self.client, self.paths, [stream]).get(stream)
-                moved_at = last.moved_at if last is not None else None
-            else:
-                moved_at = last.moved_at
-            load = StreamLoad(estimate[0], estimate[1], self.node, moved_at)
+        estimates = {s: e for s in sorted(held) if (e := self.meter.estimate(s)) is not None}
+        first = [s for s in estimates if s not in self._published]
+        found = read_loads(self.client, self.paths, first) if first else {}
+        changed: dict[str, StreamLoad] = {}
+        for stream, (rate, busy) in estimates.items():
+            last = self._published.get(stream) or found.get(stream)
+            load = StreamLoad(rate, busy, self.node, last.moved_at if last else None)
             if last is not None and last.node == self.node and not load.differs(last):
                 self._published[stream] = last
-                continue
-            self._write(stream, load)
-            written += 1
-        return written
+            else:
+                changed[stream] = load
+        self._write_many(changed)
+        return len(changed)
 
     def mark_moved(self, stream: str, at: float) -> None:
         """Record that a load move of `stream` starts now (before its planned release)."""
@@ -229,11 +232,26 @@ class LoadReporter:
             load = replace(last, moved_at=at)
         else:
             load = StreamLoad(None, None, self.node, at)  # unmeasured: planners take the mean
-        self._write(stream, load)
+        self._write_one(stream, load)
 
-    def _write(self, stream: str, load: StreamLoad) -> None:
-        path = self.paths.stream_load(stream)
-        data = load.encode()
+    def _write_many(self, loads: Mapping[str, StreamLoad]) -> None:
+        """Set every load in one multi-op per `_WRITES_PER_MULTI` (one round trip and one
+        log write each, where a set per stream cost both per stream); a batch that fails
+        (some stream's first load: no znode yet) is written one stream at a time."""
+        items = list(loads.items())
+        for start in range(0, len(items), _WRITES_PER_MULTI):
+            batch = items[start : start + _WRITES_PER_MULTI]
+            multi = self.client.transaction()
+            for stream, load in batch:
+                multi.set_data(self.paths.stream_load(stream), load.encode())
+            if any(isinstance(result, Exception) for result in multi.commit()):
+                for stream, load in batch:
+                    self._write_one(stream, load)
+            else:
+                self._published.update(batch)
+
+    def _write_one(self, stream: str, load: StreamLoad) -> None:
+        path, data = self.paths.stream_load(stream), load.encode()
         try:
             self.client.set(path, data)
         except NoNodeError:

@@ -11,7 +11,10 @@ encoded state of a stream with a few dozen ignore-list entries):
    znodes (64 B) set by several concurrent clients at once;
 2. one commit round of a node owning S streams (16, 64, 288, 1,024), when every
    stream moved (stream by stream, as before; and as multi-operations, as now)
-   and when none moved (now skipped): latency and ZooKeeper writes.
+   and when none moved (now skipped): latency and ZooKeeper writes;
+3. one load publish round of the same node (`balancer.load.LoadReporter`) when
+   every stream's load changed: a set per stream (as before) and `publish` (one
+   multi-operation per 256 loads, as now).
 
 Under `run_all` the run's ZooKeeper is used (its Kafka does not use it);
 alone, a ZooKeeper of its own.  Then a simulation, clearly labelled as one
@@ -34,11 +37,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from balancer.load import LoadReporter, StreamLoad
 from benchmarks.common import progress, write_json
 from benchmarks.measure import active_cluster
 from benchmarks.tables import show
 from benchmarks.zookeeper_simulation import simulate
 from framework.cluster import LocalCluster
+from framework.kernel.paths import AppPaths
 from framework.logging import configure_logging
 from state.record import IgnoreEntry, StreamState
 from state.store import BATCH_BYTES, BATCH_WRITES, FencedStateStore
@@ -47,6 +52,7 @@ from state.zookeeper_store import ZooKeeperRecords
 __all__ = ["main"]
 
 PARENT = "/bench/stream_state"
+LOADS = AppPaths("loads", namespace="bench")
 KEY = "203.0.113.7|Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0"
 
 
@@ -169,6 +175,35 @@ def commit_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
     return measured
 
 
+def publish_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
+    """Load publish rounds of a node holding `count` streams, every load changed each time."""
+    streams = [f"s{count}.stream.{i:04d}" for i in range(count)]
+    client.ensure_path(LOADS.stream_loads)
+    for stream in streams:
+        client.ensure_path(LOADS.stream_load(stream))
+    reporter = LoadReporter(client, LOADS, "bench", window=1.0, publish_interval=1.0)
+    counts = dict.fromkeys(streams, 0)
+    reporter.meter.sample(0.0, counts, 0.0)
+    reporter.publish(0.0, streams)  # nothing measured yet: nothing written
+    measured: list[Round] = []
+    for i in range(1, 2 * rounds + 1):
+        counts = {s: c + 100 * i * (1 + j % 5) for j, (s, c) in enumerate(counts.items())}
+        reporter.meter.sample(2.0 * i, counts, float(i))
+        started = time.monotonic()
+        if i % 2:  # before: a set per stream, one round trip each
+            for stream in streams:
+                estimate = reporter.meter.estimate(stream)
+                assert estimate is not None
+                load = StreamLoad(*estimate, node="bench")
+                client.set(LOADS.stream_load(stream), load.encode())
+            mode, requests = "load publish, each stream", count
+        else:
+            assert reporter.publish(2.0 * i, streams) == count
+            mode, requests = "load publish, multi", -(-count // 256)
+        measured.append(Round(count, mode, time.monotonic() - started, count, requests))
+    return measured
+
+
 def _summary(rounds: list[Round]) -> list[dict[str, Any]]:
     rows = []
     for key in sorted({(r.streams, r.mode) for r in rounds}, key=lambda k: (k[0], k[1])):
@@ -212,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client.start(timeout=30)
         try:
             client.delete(PARENT, recursive=True)  # a previous run's znodes, if any
+            client.delete(LOADS.root, recursive=True)
             cap: dict[str, float] = capacity(client, args.capacity_seconds)
             pipelined, in_multis = cap["sets_per_s"], cap["sets_in_multis_per_s"]
             progress(f"capacity: {pipelined:,.0f} sets/s, {in_multis:,.0f} in multis")
@@ -222,8 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for count in args.streams:
                 progress(f"commit rounds at {count:,} streams...")
                 rounds += commit_rounds(client, count, args.rounds)
+                rounds += publish_rounds(client, count, args.rounds)
         finally:
             client.delete(PARENT, recursive=True)
+            client.delete(LOADS.root, recursive=True)
             client.stop()
             client.close()
     rows = _summary(rounds)
