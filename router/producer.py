@@ -23,6 +23,7 @@ from typing import Literal, NamedTuple
 
 import structlog
 
+from framework.kafka.errors import SendFailed
 from framework.kafka.kafka_python import producer_settings
 from framework.kernel.errors import InvalidSetting
 from framework.kernel.limits import MAX_EVENT_TIME_MS
@@ -202,6 +203,7 @@ class StreamProducer:
             self._transport.close(timeout=0)
             raise
         self._send = self._transport.send
+        self._send_fragment = self._transport.fragment_sender()
         self._observe = self._policy.fragment  # -> the streams to watermark now
         if named:
             try:
@@ -221,18 +223,18 @@ class StreamProducer:
         stream = self._routes.get(fragment.key)
         if stream is None:
             stream = self._route(fragment.key)
-        timestamp = fragment.timestamp_ms
-        self._send(stream, key, value, timestamp, None)
-        self._sent(stream, timestamp)
+        self._queue(stream, key, value, fragment.timestamp_ms)
 
     def send_encoded(self, fragment: EncodedFragment) -> None:
         """Send a fragment `encode` prepared."""
-        stream, key, value, timestamp = fragment
-        self._send(stream, key, value, timestamp, None)
-        self._sent(stream, timestamp)
+        self._queue(*fragment)
 
-    def _sent(self, stream: int, timestamp: int) -> None:
-        """After a fragment is queued: the watermarks it makes due, and the peers' check."""
+    def _queue(self, stream: int, key: bytes, value: bytes, timestamp: int) -> None:
+        """Queue a fragment, then the watermarks it makes due, and the peers' check."""
+        try:  # the client's own call one frame down (benchmarks/HOT_PATH.md)
+            self._send_fragment(stream, key, value, timestamp)
+        except SendFailed as exc:
+            raise self._transport.refused(stream, exc) from exc
         self._unsettled += 1
         lagging = self._observe(stream, timestamp)
         if lagging:
@@ -359,6 +361,7 @@ class StreamProducer:
             raise
         self._transport.close()
         self.config, self._transport, self._send = config, transport, transport.send
+        self._send_fragment = transport.fragment_sender()
         policy = WatermarkPolicy(count, config.watermark_interval_ms, announce_start=True)
         policy.fragments_count = self._policy.fragments_count
         if self._policy.clock_ms >= 0:

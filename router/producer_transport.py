@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from framework.kafka.errors import ClientError, FlushIncomplete, SendFailed
-from framework.kafka.producer import Headers, RecordProducer, open_producer
+from framework.kafka.producer import Headers, StreamRecordProducer, TopicSend, open_producer
 from router.errors import ProduceFailed, ProvisioningError
 from router.provisioning import check_stream_count
 
@@ -48,6 +48,13 @@ class ProducerTransport(Protocol):
         headers: Headers | None,
     ) -> None:
         """Queue one record for a stream (partition 0); a record with no key is a watermark."""
+
+    def fragment_sender(self) -> TopicSend:
+        """`send` without headers, one call into the client per record; it raises the client
+        layer's `SendFailed`, which `refused` turns into this transport's error."""
+
+    def refused(self, stream: int, exc: SendFailed) -> ProduceFailed:
+        """The error for a record of `stream` the client refused before queueing it."""
 
     def flush(self, timeout: float | None) -> tuple[int, list[str]]:
         """Wait for every queued record; return (fragments failed, failure texts) since the last.
@@ -81,7 +88,7 @@ class KafkaTransport:
     """A `ProducerTransport` over the client layer's producer; failures are settled at `flush`."""
 
     def __init__(
-        self, config: ProducerConfig, topics: Sequence[str], producer: RecordProducer
+        self, config: ProducerConfig, topics: Sequence[str], producer: StreamRecordProducer
     ) -> None:
         self._config = config
         self._topics = list(topics)
@@ -119,9 +126,15 @@ class KafkaTransport:
                 timestamp_ms=timestamp_ms,
             )
         except SendFailed as exc:  # refused before queueing (e.g. a record over the limit)
-            raise ProduceFailed(
-                self._config.app, f"cannot send to {self._topics[stream]}: {exc}"
-            ) from exc
+            raise self.refused(stream, exc) from exc
+
+    def fragment_sender(self) -> TopicSend:
+        """The client's `topic_sender` for the stream topics."""
+        return self._producer.topic_sender(self._topics)
+
+    def refused(self, stream: int, exc: SendFailed) -> ProduceFailed:
+        """`ProduceFailed` naming the app and the stream topic."""
+        return ProduceFailed(self._config.app, f"cannot send to {self._topics[stream]}: {exc}")
 
     def flush(self, timeout: float | None) -> tuple[int, list[str]]:
         """Wait for every acknowledgement; report the failures since the last flush."""

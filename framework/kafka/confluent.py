@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from framework.kafka.errors import CONFLUENT, CONFLUENT_SENDING, FlushIncomplete, SendFailed
-from framework.kafka.producer import DeliveryFailure, Headers
+from framework.kafka.producer import DeliveryFailure, Headers, TopicSend
 from framework.kernel.kafka_settings import librdkafka_logger
 
 __all__ = ["ConfluentProducer"]
@@ -52,42 +52,45 @@ class ConfluentProducer:
         token: object = None,
     ) -> None:
         """Queue one record; when librdkafka's queue is full, serve it until there is room."""
-        if token is None and partition is not None:
-            # The common case (fragments, watermarks) without a keyword dict or a `with`
-            # (benchmarks/HOT_PATH.md, "The producer's own cost").
+        # Every argument, in one call without a keyword dict (on_delivery None: the producer's
+        # own report; partition -1: librdkafka's partitioner).
+        on_delivery = None if token is None else partial(self._token_delivered, token)
+        part = -1 if partition is None else partition
+        wide: list[tuple[str, str | bytes | None]] | None = None if headers is None else [*headers]
+        deadline = None  # set at the first full queue: no clock read per send
+        while True:
+            # An `except`, not a `with` (two calls per send; benchmarks/HOT_PATH.md).
             try:
                 self._produce(
-                    topic, value, key, partition=partition, timestamp=timestamp_ms or 0,
-                    headers=None if headers is None else list(headers),
+                    topic, value, key, partition=part, on_delivery=on_delivery,
+                    timestamp=timestamp_ms or 0, headers=wide,
                 )  # fmt: skip
                 return
             except Exception as exc:
-                failed = CONFLUENT_SENDING.mapped(exc)
+                failed = CONFLUENT_SENDING.mapped(exc)  # refused: SendFailed, RecordTooLarge
                 if failed is None:
                     raise
                 if failed.client_class != "BufferError":
                     raise failed from exc
-                # A full local queue: served below until there is room.
-        kwargs: dict[str, Any] = {"timestamp": timestamp_ms or 0, "headers": _wide(headers)}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if token is not None:  # its own report, carrying the token
-            kwargs["on_delivery"] = partial(self._token_delivered, token)
-        deadline = None  # set at the first full queue: no clock read per send
-        while True:
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self._delivery_timeout_s
+            elif now >= deadline:
+                raise SendFailed("the local queue stayed full") from None
+            self._producer.poll(_FULL_QUEUE_WAIT_S)
+
+    def topic_sender(self, topics: Sequence[str]) -> TopicSend:
+        """`produce` to partition 0 of `topics[index]`, one Python frame per record; a refusal
+        (a full queue, a record too large) goes through `send`, which serves or maps it."""
+        names, produce, send = list(topics), self._produce, self.send
+
+        def send_to(index: int, key: bytes | None, value: bytes, timestamp_ms: int) -> None:
             try:
-                with CONFLUENT_SENDING:  # refused before queueing: SendFailed, RecordTooLarge
-                    self._produce(topic, value, key, **kwargs)
-                return
-            except SendFailed as exc:
-                if exc.client_class != "BufferError":
-                    raise
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self._delivery_timeout_s
-                elif now >= deadline:
-                    raise SendFailed("the local queue stayed full") from None
-                self._producer.poll(_FULL_QUEUE_WAIT_S)
+                produce(names[index], value, key, 0, timestamp=timestamp_ms)
+            except Exception:  # nothing was queued: the full path retries, serves or maps it
+                send(names[index], key, value, partition=0, timestamp_ms=timestamp_ms)
+
+        return send_to
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait until librdkafka's queue is empty; return the failures since the last flush."""
@@ -129,8 +132,3 @@ class ConfluentProducer:
             too_large = error.code() in _TOO_LARGE
             failure = DeliveryFailure(message.topic(), message.key(), text, text, too_large, token)
             self._failures.append(failure)
-
-
-def _wide(headers: Headers | None) -> list[tuple[str, str | bytes | None]] | None:
-    """Headers as confluent-kafka types them (a wider value type than the wire's)."""
-    return None if headers is None else list(headers)

@@ -9,7 +9,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.partitioner.default import DefaultPartitioner
 
 from framework.kafka.errors import CLIENT, FLUSHING, SENDING, RecordTooLarge, kafka_python_error
-from framework.kafka.producer import DeliveryFailure, Headers
+from framework.kafka.producer import DeliveryFailure, Headers, TopicSend
 from framework.kernel.kafka_settings import kafka_python_settings
 
 __all__ = ["KafkaPythonProducer", "OnePartitionFirst", "producer_settings", "warm_metadata"]
@@ -61,6 +61,16 @@ class KafkaPythonProducer:
                 raise
             raise failed from exc
         self._pending.append((future, topic, key, token))
+
+    def topic_sender(self, topics: Sequence[str]) -> TopicSend:
+        """`send` to partition 0 of `topics[index]` (kafka-python's own send is Python: the
+        frames saved are the layer's keyword handling, not the client's)."""
+        names, send = list(topics), self.send
+
+        def send_to(index: int, key: bytes | None, value: bytes, timestamp_ms: int) -> None:
+            send(names[index], key, value, partition=0, timestamp_ms=timestamp_ms)
+
+        return send_to
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every acknowledgement; return the failures since the last flush."""

@@ -22,10 +22,16 @@ __all__ = [
     "RecordProducer",
     "RecordSender",
     "SendOptions",
+    "StreamRecordProducer",
+    "TopicSend",
     "open_producer",
 ]
 
 Headers = list[tuple[str, bytes]]
+
+TopicSend = Callable[[int, bytes | None, bytes, int], None]
+"""`send(index, key, value, timestamp_ms)`: one record to partition 0 of the index-th topic
+a `StreamRecordProducer.topic_sender` was made for, without headers or token."""
 
 
 class SendOptions(TypedDict, total=False):
@@ -90,12 +96,20 @@ class RecordProducer(RecordSender, Protocol):
         """Learn every topic's partitions before the first send, in as few requests as can be."""
 
 
+class StreamRecordProducer(RecordProducer, Protocol):
+    """A producer that also offers the stream producer's fast path (`topic_sender`)."""
+
+    def topic_sender(self, topics: Sequence[str]) -> TopicSend:
+        """A send to partition 0 of `topics[index]` that is one Python call per record on
+        its common path; refusals raise what `send` raises (`SendFailed`, `RecordTooLarge`)."""
+
+
 def open_producer(
     client: str,
     *,
     kafka_python: Callable[[], Mapping[str, Any]],
     confluent: Callable[[], Mapping[str, Any]],
-) -> RecordProducer:
+) -> StreamRecordProducer:
     """The producer of the `client` choice (`auto`: confluent-kafka when installed).
 
     `kafka_python` gives `KafkaProducer`'s keyword arguments, `confluent` librdkafka's

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from framework.kafka.errors import SendFailed
+from framework.kafka.producer import TopicSend
+from router.errors import ProduceFailed
+
 __all__ = ["RecordingTransport"]
 
 
 @dataclass
 class RecordingTransport:
-    """Records what `StreamProducer` sends; fails the records it is told to."""
+    """Records what `StreamProducer` sends; fails (at the flush) or refuses (at the send) the
+    records of the streams it is told to."""
 
     records: list[tuple[int, bytes | None, bytes, int, object]] = field(default_factory=list)
     fail_streams: set[int] = field(default_factory=set)
+    refuse_streams: set[int] = field(default_factory=set)
     prepared: list[bool] = field(default_factory=list)
     closed: bool = False
     _failed: list[str] = field(default_factory=list)
@@ -30,6 +36,20 @@ class RecordingTransport:
         if stream in self.fail_streams:
             self._failed.append(f"stream {stream}: broker said no")
             self._fragments_failed += key is not None
+
+    def fragment_sender(self) -> TopicSend:
+        """`send` without headers; a refused stream's record raises `SendFailed`."""
+
+        def send_to(stream: int, key: bytes | None, value: bytes, timestamp_ms: int) -> None:
+            if stream in self.refuse_streams:
+                raise SendFailed(f"stream {stream}: too large")
+            self.send(stream, key, value, timestamp_ms, None)
+
+        return send_to
+
+    def refused(self, stream: int, exc: SendFailed) -> ProduceFailed:
+        """`ProduceFailed` naming the stream."""
+        return ProduceFailed("recorded", f"cannot send to stream {stream}: {exc}")
 
     def flush(self, timeout: float | None) -> tuple[int, list[str]]:
         """The fragments and the failures since the last flush."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 import structlog
@@ -14,6 +13,7 @@ import router.ingest as ingest
 import router.producer as producer_module
 from framework.kernel.errors import SessionizerError
 from framework.testing.cli import DATA
+from framework.testing.producer import RecordingTransport
 from router.ingest import produce_lines
 from router.producer import ProducerConfig, StreamProducer
 
@@ -21,30 +21,9 @@ ACCESS_LOG = DATA / "apache_logs"
 AUTH_LOG = DATA / "auth.log"
 
 
-@dataclass
-class SentRecords:
-    """A transport that keeps what it is given (no Kafka)."""
-
-    records: list[bytes] = field(default_factory=list)
-
-    def prepare(self, *, verify: bool) -> None:
-        pass
-
-    def send(
-        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
-    ) -> None:
-        self.records.append(value)
-
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
-        return 0, []
-
-    def close(self, timeout: float | None = None) -> None:
-        pass
-
-
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[SentRecords]:
-    fake = SentRecords()
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
+    fake = RecordingTransport()
     monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
     yield fake
 
@@ -63,7 +42,7 @@ def _lines(path: object, count: int) -> list[str]:
         return [next(handle) for _ in range(count)]
 
 
-def test_an_access_log_read_as_sshd_is_refused_naming_apache(sent: SentRecords) -> None:
+def test_an_access_log_read_as_sshd_is_refused_naming_apache(sent: RecordingTransport) -> None:
     producer = StreamProducer(ProducerConfig("b:1", "app", 4))
     with capture_logs() as logs, pytest.raises(SessionizerError) as refused:
         produce_lines(producer, _lines(ACCESS_LOG, 500), "sshd", end_of_input=True)
@@ -80,7 +59,7 @@ def test_an_access_log_read_as_sshd_is_refused_naming_apache(sent: SentRecords) 
     ]
 
 
-def test_a_partly_parsed_input_is_no_error(sent: SentRecords) -> None:
+def test_a_partly_parsed_input_is_no_error(sent: RecordingTransport) -> None:
     producer = StreamProducer(ProducerConfig("b:1", "app", 4))
     lines = [*_lines(ACCESS_LOG, 5), "garbage\n"]
     stats = produce_lines(producer, lines, "apache", end_of_input=True)
@@ -88,7 +67,7 @@ def test_a_partly_parsed_input_is_no_error(sent: SentRecords) -> None:
     assert len(sent.records) > 5  # the fragments and the end-of-input watermarks
 
 
-def test_no_suggestion_when_no_built_in_format_fits(sent: SentRecords) -> None:
+def test_no_suggestion_when_no_built_in_format_fits(sent: RecordingTransport) -> None:
     producer = StreamProducer(ProducerConfig("b:1", "app", 4))
     with pytest.raises(SessionizerError, match=r"check --format \(docs/routing.md\)"):
         produce_lines(producer, ["nothing\n", "at all\n"], "apache")

@@ -110,10 +110,12 @@ class _FakeProducer:
         self.futures: list[Future] = []
         self.flush_error: BaseException | None = None
         self.refuse: BaseException | None = None
+        self.sent: list[tuple[str, dict[str, Any]]] = []
 
     def send(self, topic: str, **fields: Any) -> Future:
         if self.refuse is not None:
             raise self.refuse
+        self.sent.append((topic, fields))
         self.futures.append(Future())
         return self.futures[-1]
 
@@ -198,3 +200,52 @@ def test_a_confluent_send_is_refused_mapped_or_retried_behind_a_full_queue() -> 
             producer.send("app.stream.0000", b"odd", b"v", partition=0)
     finally:
         producer.close(0)
+
+
+def test_a_confluent_topic_sender_produces_in_one_call_and_falls_back_to_send() -> None:
+    """The stream producer's fast path: `produce` with partition 0 as the only call; a
+    refusal goes through `send`, so it is served (a full queue) or mapped the same way."""
+    producer = ConfluentProducer({"bootstrap.servers": "127.0.0.1:1", "message.max.bytes": 1_000})
+    try:
+        calls: list[tuple[str, bytes, str]] = []
+
+        def produce(topic: str, value: bytes, key: bytes, *args: Any, **options: Any) -> None:
+            how = "produce alone" if args == (0,) else "by send"  # send passes keywords
+            if key == b"full" and not any(k == b"full" for _, k, _ in calls):
+                calls.append((topic, key, how))
+                raise BufferError("Local: Queue full")
+            calls.append((topic, key, how))
+
+        producer._produce = produce
+        send_to = producer.topic_sender(["app.stream.0000", "app.stream.0001"])
+        send_to(1, b"fast", b"v", 5)
+        send_to(0, b"full", b"v", 6)
+        assert calls == [
+            ("app.stream.0001", b"fast", "produce alone"),
+            ("app.stream.0000", b"full", "produce alone"),
+            ("app.stream.0000", b"full", "by send"),  # served by `send`, then queued
+        ]
+        del producer._produce
+        too_large = ConfluentProducer(
+            {"bootstrap.servers": "127.0.0.1:1", "message.max.bytes": 1_000}
+        )
+        try:
+            with pytest.raises(RecordTooLarge):
+                too_large.topic_sender(["app.stream.0000"])(0, b"k", b"x" * 2_000, 1)
+        finally:
+            too_large.close(0)
+    finally:
+        producer.close(0)
+
+
+def test_a_kafka_python_topic_sender_sends_to_partition_zero_and_maps_refusals(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    send_to = producer.topic_sender(["app.stream.0000", "app.stream.0001"])
+    send_to(1, b"k", b"v", 7)
+    assert fake.sent[-1] == ("app.stream.0001", {"value": b"v", "key": b"k", "headers": None,
+                                                 "partition": 0, "timestamp_ms": 7})  # fmt: skip
+    fake.refuse = MessageSizeTooLargeError("over max_request_size")
+    with pytest.raises(RecordTooLarge):
+        send_to(0, b"k", b"v", 8)

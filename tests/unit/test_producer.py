@@ -86,6 +86,20 @@ def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(
     assert producer.stats.sent == len(fragments) - failing
 
 
+def test_a_fragment_refused_before_queueing_raises_produce_failed_and_is_not_counted(
+    transport: RecordingTransport,
+) -> None:
+    refused = ParsedFragment("refused", 1_000, {"n": 1})
+    transport.refuse_streams = {stream_for_key(refused.key, STREAMS)}
+    producer = StreamProducer(_config())
+    with pytest.raises(ProduceFailed, match="too large"):
+        producer.send(refused)
+    with pytest.raises(ProduceFailed, match="too large"):
+        producer.send_encoded(producer.encode(refused))
+    producer.flush()
+    assert producer.stats.sent == 0 and not [r for r in transport.records if r[1] is not None]
+
+
 def test_ingest_counts_and_rejects_through_either_entry_point(
     transport: RecordingTransport,
 ) -> None:

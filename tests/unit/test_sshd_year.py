@@ -6,7 +6,6 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -18,6 +17,7 @@ import framework.commands.produce as produce_command
 import router.producer as producer_module
 from framework.cli import main
 from framework.testing.cli import DATA
+from framework.testing.producer import RecordingTransport
 from router import load_format
 from router.formats import line_parser, parse_file, parse_line, syslog_year
 from router.formats_sshd import SshdFormat, SyslogYears, log_year
@@ -109,32 +109,15 @@ def test_standard_input_and_other_formats_keep_the_formats_year() -> None:
     assert syslog_year(str(DATA / "apache_logs"), load_format("apache")) is None
 
 
-@dataclass
-class SentTimes:
-    """A transport that keeps each record's timestamp (no Kafka)."""
-
-    times: list[int] = field(default_factory=list)
-
-    def prepare(self, *, verify: bool) -> None:
-        pass
-
-    def send(
-        self, stream: int, key: bytes | None, value: bytes, timestamp_ms: int, headers: object
-    ) -> None:
-        if key is not None:  # a fragment, not a watermark
-            self.times.append(timestamp_ms)
-
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
-        return 0, []
-
-    def close(self, timeout: float | None = None) -> None:
-        pass
+def times(sent: RecordingTransport) -> list[int]:
+    """The event times of the fragments sent (not the watermarks)."""
+    return [timestamp for _, key, _, timestamp, _ in sent.records if key is not None]
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[SentTimes]:
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
     """`produce` with its producer on a transport that keeps what it is given."""
-    fake = SentTimes()
+    fake = RecordingTransport()
     monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
     monkeypatch.setattr(
         produce_command,
@@ -152,19 +135,19 @@ def produce(*argv: str) -> int:
 
 
 def test_produce_takes_the_year_from_the_option_the_variable_or_the_file(
-    sent: SentTimes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sent: RecordingTransport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = copy_modified(tmp_path, AUTH_LOG, datetime(2019, 2, 1, tzinfo=UTC))
     assert produce(str(log), "--year", "2017") == 0
-    assert min(sent.times) == ms(2017, 3, 27, 13, 6, 56) and len(sent.times) == 4_095
-    sent.times.clear()
+    assert min(times(sent)) == ms(2017, 3, 27, 13, 6, 56) and len(times(sent)) == 4_095
+    sent.records.clear()
     monkeypatch.setenv("SESSIONIZER_LOG_YEAR", "2016")
     assert produce(str(log)) == 0
-    assert min(sent.times) == ms(2016, 3, 27, 13, 6, 56)
-    sent.times.clear()
+    assert min(times(sent)) == ms(2016, 3, 27, 13, 6, 56)
+    sent.records.clear()
     monkeypatch.delenv("SESSIONIZER_LOG_YEAR")
     assert produce(str(log)) == 0  # modified in February 2019: the log is of 2018
-    assert span_of(sent.times) == (ms(2018, 3, 27, 13, 6, 56), ms(2018, 4, 20, 14, 14, 29))
+    assert span_of(times(sent)) == (ms(2018, 3, 27, 13, 6, 56), ms(2018, 4, 20, 14, 14, 29))
 
 
 def span_of(times: list[int]) -> tuple[int, int]:
