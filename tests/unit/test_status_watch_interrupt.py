@@ -90,11 +90,15 @@ def watch(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
         args = argparse.Namespace(
             zk="127.0.0.1:1", bootstrap="127.0.0.1:1", app="sessionizer", json=True, watch=True
         )
-        before = signal.getsignal(signal.SIGINT)
+        # Python's own handler, as a terminal's `sessionizer` has it: a job started in the
+        # background (CI's test processes) inherits SIGINT ignored, and the CLI leaves that be.
+        outer = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return status.run(args)
         finally:
-            assert signal.getsignal(signal.SIGINT) is before  # put back as it was
+            restored = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, outer)
+            assert restored is signal.default_int_handler  # put back as it was
 
     return run
 
