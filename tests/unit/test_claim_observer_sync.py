@@ -13,8 +13,7 @@ when the session syncs.
 from __future__ import annotations
 
 import json
-import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,46 +69,40 @@ def member(tmp_path: Path, node: str, *events: dict[str, Any]) -> MemberProcess:
     return MemberProcess(node, cast(Any, None), log)
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 def claim(server: LaggingServer, node: str, *, applied: bool = False) -> None:
     server.write(PATHS.claim(STREAM), encode({"consumer": node}), applied=applied)
+
+
+def observed_after_e2_took(
+    tmp_path: Path, server: LaggingServer
+) -> tuple[ClaimObserver, list[str]]:
+    """e2 logged STREAM as assigned a second before the observer's reading: that reading,
+    and the violations found in it."""
+    took = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    e2 = member(tmp_path, "e2", {"event": "assigned", "streams": [STREAM], "timestamp": took})
+    observer = ClaimObserver("zk", PATHS, [])
+    observer._observe(cast(Any, server))
+    return observer, ownership_violations({"e2": e2}, observer)
 
 
 def test_a_claim_acknowledged_before_the_reading_is_in_it(tmp_path: Path) -> None:
     server = LaggingServer()
     claim(server, "e2")  # e2's take committed; the observer's server has not applied it yet
-    e2 = member(tmp_path, "e2", {"event": "assigned", "streams": [STREAM], "timestamp": now()})
-    time.sleep(0.001)
-    observer = ClaimObserver("zk", PATHS, [])
-    observer._observe(cast(Any, server))
-    assert ownership_violations({"e2": e2}, observer) == []
+    observer, violations = observed_after_e2_took(tmp_path, server)
+    assert violations == []
     assert observer.claims[-1][2] == {STREAM: "e2"}
 
 
 def test_another_owner_is_still_a_violation(tmp_path: Path) -> None:
     server = LaggingServer()
     claim(server, "e3", applied=True)  # what ZooKeeper really says while e2 believes it holds it
-    e2 = member(tmp_path, "e2", {"event": "assigned", "streams": [STREAM], "timestamp": now()})
-    time.sleep(0.001)
-    observer = ClaimObserver("zk", PATHS, [])
-    observer._observe(cast(Any, server))
-    assert ownership_violations({"e2": e2}, observer) == [
-        f"{STREAM}: e2 held it while ZooKeeper said e3"
-    ]
+    _, violations = observed_after_e2_took(tmp_path, server)
+    assert violations == [f"{STREAM}: e2 held it while ZooKeeper said e3"]
 
 
 def test_no_claim_at_all_is_still_a_violation(tmp_path: Path) -> None:
-    server = LaggingServer()
-    e2 = member(tmp_path, "e2", {"event": "assigned", "streams": [STREAM], "timestamp": now()})
-    time.sleep(0.001)
-    observer = ClaimObserver("zk", PATHS, [])
-    observer._observe(cast(Any, server))
-    assert ownership_violations({"e2": e2}, observer) == [
-        f"{STREAM}: e2 held it while ZooKeeper said None"
-    ]
+    _, violations = observed_after_e2_took(tmp_path, LaggingServer())
+    assert violations == [f"{STREAM}: e2 held it while ZooKeeper said None"]
 
 
 @pytest.mark.parametrize(("first", "then", "violations"), [(5, 7, 0), (5, 3, 1)])
