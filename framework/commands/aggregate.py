@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from framework.cluster.artifacts import resolve_artifacts
+from framework.commands.interrupts import signals_calling
 from framework.commands.options import Command, EnvDefault, require_addresses
 from framework.kernel.client_settings import read_kafka_properties
 from router.naming import sessions_topic
@@ -96,19 +97,12 @@ def run(args: argparse.Namespace) -> int:
 @contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """While inside, SIGINT and SIGTERM only set `stop` (main thread only; else a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_calling(handler, [signal.SIGINT, signal.SIGTERM]):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 AGGREGATE = Command(

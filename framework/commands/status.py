@@ -31,8 +31,7 @@ import logging
 import queue
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import FrameType
@@ -43,6 +42,7 @@ from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
+from framework.commands.interrupts import signals_calling
 from framework.commands.options import connection_from_args
 from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
@@ -158,7 +158,7 @@ def frame(text: str, *, now: datetime, terminal: bool) -> str:
 def _watch(client: KazooClient, connection: ConnectionConfig, output: str) -> int:
     """Redraw until Ctrl-C; 0 then (the CLI contract), even if it cut a read short."""
     wakeup = _Wakeup()
-    with _sigint_calls(wakeup.interrupt):
+    with signals_calling(wakeup.interrupt, [signal.SIGINT], only_over_default=True):
         try:
             _redraw(client, connection, output, wakeup)
         except KeyboardInterrupt:
@@ -232,24 +232,6 @@ class _Wakeup:
                 self._queue.get_nowait()
         except queue.Empty:
             return
-
-
-@contextmanager
-def _sigint_calls(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
-    """While inside, SIGINT calls `handler` instead of raising KeyboardInterrupt; only
-    in the main thread (the only one that may set handlers) and only in place of
-    Python's default handler (a caller's own, or SIGINT ignored, is left alone)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
