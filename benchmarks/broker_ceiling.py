@@ -238,12 +238,14 @@ def run_producer(
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench-ceiling")
+    from framework.kafka.admin import admin_client, wait_writable
+
+    admin = admin_client(bootstrap, client_id="bench-ceiling")
     try:
         admin.create_topics([NewTopic(name, partitions, 1)], timeout_ms=30_000)
+        wait_writable(admin, [name], 60.0, partitions=partitions)
     finally:
         admin.close()
 

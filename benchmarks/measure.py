@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,15 +317,17 @@ def list_topics(bootstrap: str) -> list[str]:
 def create_topic(bootstrap: str, name: str) -> None:
     """A single-partition topic without time retention (sessions carry old event times)."""
     from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="bench-admin")
+    from framework.kafka.admin import admin_client, wait_writable
+    from framework.kafka.errors import TopicExists
+
+    admin = admin_client(bootstrap, client_id="bench-admin")
     try:
-        admin.create_topics(
-            [NewTopic(name, 1, 1, topic_configs={"retention.ms": "-1"})], timeout_ms=30_000
-        )
-    except TopicAlreadyExistsError:
-        pass
+        with suppress(TopicExists):
+            admin.create_topics(
+                [NewTopic(name, 1, 1, topic_configs={"retention.ms": "-1"})], timeout_ms=30_000
+            )
+        wait_writable(admin, [name], 60.0)  # a first send to a log not yet there can be lost
     finally:
         admin.close()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from framework.kafka.admin import admin_client
+from framework.kafka.admin import admin_client, wait_writable
 from framework.kafka.errors import ClientError, InvalidReplication, TopicExists
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("sessionizer.provisioning")
+_WRITABLE_TIMEOUT_S = 60.0
 
 HANDOVER_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -202,6 +203,14 @@ def _create(admin: Any, plan: TopicPlan, topics: list[str]) -> None:
         raise ProvisioningError(
             f"creating {len(topics)} topics for app {plan.app!r} failed: {_short(exc)}; "
             f"is the replication factor {plan.replication} <= the number of brokers?"
+        ) from exc
+    # Listed is not writable: a first send before the leader has the log can be lost.
+    try:
+        wait_writable(admin, topics, _WRITABLE_TIMEOUT_S)
+    except ClientError as exc:
+        raise ProvisioningError(
+            f"created {len(topics)} topics for app {plan.app!r}, but their leaders did not "
+            f"take them within {_WRITABLE_TIMEOUT_S:.0f} s: {_short(exc)}; is every broker up?"
         ) from exc
 
 

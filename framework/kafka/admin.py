@@ -8,15 +8,22 @@ calls raise `framework.kafka.errors.ClientError` (`TopicExists`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import OffsetSpec
 
-from framework.kafka.errors import CLIENT, MappedClient
+from framework.kafka.errors import CLIENT, ClientError, ClientTimeout, MappedClient
 from framework.kernel.kafka_settings import kafka_python_config
 
-__all__ = ["admin_client"]
+__all__ = ["admin_client", "wait_writable"]
+
+# What a leader answers for a partition it has not created yet (or a broker whose
+# metadata does not list the topic yet): worth asking again until the deadline.
+_NOT_YET = frozenset({"NotLeaderForPartitionError", "UnknownTopicOrPartitionError"})
+_ASK_AGAIN_S = 0.1
 
 
 def admin_client(bootstrap: str, properties: Mapping[str, str] | None = None, **extra: Any) -> Any:
@@ -35,3 +42,39 @@ def admin_client(bootstrap: str, properties: Mapping[str, str] | None = None, **
             )
         )
     return MappedClient(admin)
+
+
+def wait_writable(
+    admin: Any, topics: Sequence[str], timeout_s: float, *, partitions: int = 1
+) -> None:
+    """Return once the leader of each of the first `partitions` of every topic answers for it.
+
+    A KRaft broker lists a new partition's leader before that leader has created
+    the partition's log. A producer's first request in that window fails and is
+    retried while its next one lands; the broker takes the later sequence as the
+    producer's first, and the first request's records are lost with no error
+    (KAFKA-15591). A ListOffsets answer means the log exists; raises `ClientTimeout`
+    naming the first error when some leader has not answered within `timeout_s`.
+    """
+    specs = {
+        TopicPartition(topic, partition): OffsetSpec.LATEST
+        for topic in topics
+        for partition in range(partitions)
+    }
+    deadline = time.monotonic() + timeout_s
+    while specs:
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            admin.list_partition_offsets(specs, timeout_ms=left_ms)
+            return
+        except ClientError as exc:
+            if exc.client_class not in _NOT_YET:
+                raise
+            if time.monotonic() >= deadline:
+                raise ClientTimeout(
+                    f"{len(specs)} new topics were not writable after {timeout_s:.0f} s "
+                    f"({exc.client_class})",
+                    str(exc),
+                    client_class=exc.client_class,
+                ) from exc
+        time.sleep(_ASK_AGAIN_S)
