@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 import structlog
 from kazoo.client import KazooClient
@@ -192,16 +193,21 @@ class Holdings:
 
     def _claim(self, candidates: Iterable[str], need: int, session: int) -> None:
         taken: list[StreamLease] = []
+        left = iter(candidates)
         try:
-            for stream in candidates:
-                if len(taken) == need:
+            while len(taken) < need:
+                # As many takes in flight as streams still needed: never one too many.
+                batch = list(islice(left, need - len(taken)))
+                if not batch:
                     break
-                self._maybe_ours.add(stream)  # until the take's outcome is known
-                lease = claims.take(self.client, self.paths, stream, self.node, session)
-                self._maybe_ours.discard(stream)
-                if lease is not None:
-                    self.leases[stream] = lease
-                    taken.append(lease)
+                self._maybe_ours.update(batch)  # until each take's outcome is known
+                for stream, lease in claims.take_each(
+                    self.client, self.paths, batch, self.node, session
+                ):
+                    self._maybe_ours.discard(stream)
+                    if lease is not None:
+                        self.leases[stream] = lease
+                        taken.append(lease)
         finally:
             if taken:  # also when a later take failed: these are ours
                 self._log.info("streams_taken", streams=[lease.stream for lease in taken])

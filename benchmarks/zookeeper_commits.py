@@ -14,7 +14,10 @@ encoded state of a stream with a few dozen ignore-list entries):
    and when none moved (now skipped): latency and ZooKeeper writes;
 3. one load publish round of the same node (`balancer.load.LoadReporter`) when
    every stream's load changed: a set per stream (as before) and `publish` (one
-   multi-operation per 256 loads, as now).
+   multi-operation per 256 loads, as now);
+4. a node taking all S streams at start-up or failover (`balancer.claims`): one
+   `take` after another (as before: two round trips each) and `take_each` (every
+   read, then every claim transaction, in flight at once, as now).
 
 Under `run_all` the run's ZooKeeper is used (its Kafka does not use it);
 alone, a ZooKeeper of its own.  Then a simulation, clearly labelled as one
@@ -37,6 +40,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from balancer.claims import release, take, take_each
 from balancer.load import LoadReporter, StreamLoad
 from benchmarks.common import progress, write_json
 from benchmarks.measure import active_cluster
@@ -204,6 +208,30 @@ def publish_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
     return measured
 
 
+def claim_rounds(client: KazooClient, count: int, rounds: int) -> list[Round]:
+    """A node taking `count` streams that have state znodes, then releasing them."""
+    paths = AppPaths(f"claims{count}", namespace="bench")
+    streams = [f"s{count}.stream.{i:04d}" for i in range(count)]
+    client.ensure_path(paths.claimed_streams)
+    for stream in streams:
+        client.ensure_path(paths.stream_state(stream))
+    session = client.client_id[0]
+    measured: list[Round] = []
+    for i in range(2 * rounds):
+        started = time.monotonic()
+        if i % 2:
+            taken = [lease for _, lease in take_each(client, paths, streams, "bench", session)]
+            mode, requests = "claims, take_each", 2 * count
+        else:  # before: one take after another, two round trips each
+            taken = [take(client, paths, stream, "bench", session) for stream in streams]
+            mode, requests = "claims, take per stream", 2 * count
+        measured.append(Round(count, mode, time.monotonic() - started, count, requests))
+        assert all(lease is not None for lease in taken)
+        release(client, paths, streams, session)
+    client.delete(paths.root, recursive=True)
+    return measured
+
+
 def _summary(rounds: list[Round]) -> list[dict[str, Any]]:
     rows = []
     for key in sorted({(r.streams, r.mode) for r in rounds}, key=lambda k: (k[0], k[1])):
@@ -259,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress(f"commit rounds at {count:,} streams...")
                 rounds += commit_rounds(client, count, args.rounds)
                 rounds += publish_rounds(client, count, args.rounds)
+                rounds += claim_rounds(client, count, args.rounds)
         finally:
             client.delete(PARENT, recursive=True)
             client.delete(LOADS.root, recursive=True)

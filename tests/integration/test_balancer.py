@@ -15,6 +15,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from balancer import Balancer, BalancerConfig, BalancerState, NoopListener, StreamLease
-from balancer.claims import release, take
+from balancer.claims import release, take, take_each
 from balancer.status import snapshot
 from framework.cluster import LocalCluster
 from framework.cluster.zookeeper_server import four_letter_word
@@ -164,6 +165,50 @@ def test_stale_owner_cannot_commit_or_release(zk_hosts: str, app: str) -> None:
         assert fresh == lease.epoch + 1
     finally:
         for client in (old, new):
+            client.stop()
+            client.close()
+
+
+def test_pipelined_takes_give_each_stream_one_owner_and_its_epoch(zk_hosts: str, app: str) -> None:
+    """`take_each` on fresh streams (no state znode: one at a time), then two sessions racing
+    with every take in flight: each stream gets one owner, whose lease is its state version."""
+    paths = AppPaths(app)
+    names = stream_names(app, 24)
+    a, b = KazooClient(hosts=zk_hosts), KazooClient(hosts=zk_hosts)
+    for client in (a, b):
+        client.start(timeout=30)
+    sessions = {"a": a.client_id[0], "b": b.client_id[0]}
+    try:
+        provision_streams(a, paths, names)
+        first = dict(take_each(a, paths, names[:4], "a", sessions["a"]))
+        second = dict(take_each(b, paths, names, "b", sessions["b"]))
+        assert all(first[s] is not None and first[s].epoch == 1 for s in names[:4])
+        assert [s for s in names if second[s] is None] == names[:4]  # a holds them
+        assert release(a, paths, names[:4], sessions["a"]) == names[:4]
+        assert sorted(release(b, paths, names[4:], sessions["b"])) == sorted(names[4:])
+
+        won: dict[str, dict[str, StreamLease | None]] = {}
+
+        def race(node: str, client: KazooClient) -> None:
+            won[node] = dict(take_each(client, paths, names[::-1], node, sessions[node]))
+
+        racers = [threading.Thread(target=race, args=pair) for pair in (("a", a), ("b", b))]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(timeout=60)
+        assert set(won) == {"a", "b"}
+        for stream in names:
+            owners = [node for node in won if won[node][stream] is not None]
+            assert len(owners) == 1, (stream, owners)
+            lease = won[owners[0]][stream]
+            claim = a.exists(paths.claim(stream))
+            state = a.exists(paths.stream_state(stream))
+            assert claim is not None and claim.ephemeralOwner == sessions[owners[0]]
+            assert state is not None and lease is not None and lease.epoch == state.version
+            assert lease.epoch == 2  # one bump per take that won: the fresh one, then this one
+    finally:
+        for client in (a, b):
             client.stop()
             client.close()
 
