@@ -24,7 +24,6 @@ from typing import Literal, NamedTuple
 import structlog
 
 from framework.kafka.errors import SendFailed
-from framework.kafka.kafka_python import producer_settings
 from framework.kernel.errors import InvalidSetting
 from framework.kernel.limits import MAX_EVENT_TIME_MS
 from framework.kernel.transport import KAFKA_CLIENTS, KafkaClient
@@ -101,6 +100,9 @@ class ProducerConfig:
 
     def kafka_settings(self) -> dict[str, object]:
         """The `KafkaProducer` settings this config stands for (the benchmark reuses them)."""
+        # Imported here: a process on confluent-kafka never loads kafka-python.
+        from framework.kafka.kafka_python import producer_settings
+
         return {
             "bootstrap_servers": self.bootstrap,
             "acks": "all",

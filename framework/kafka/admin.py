@@ -12,9 +12,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import OffsetSpec
-
 from framework.kafka.errors import CLIENT, ClientError, ClientTimeout, MappedClient
 from framework.kernel.kafka_settings import kafka_python_config
 
@@ -32,6 +29,9 @@ def admin_client(bootstrap: str, properties: Mapping[str, str] | None = None, **
     `extra` keywords (`client_id`, `request_timeout_ms`...) go under the user's
     properties; raises `ClientError` when Kafka cannot be reached.
     """
+    # Imported here: a confluent-kafka node never loads kafka-python (0.2-0.3 CPU s a start).
+    from kafka import KafkaAdminClient
+
     with CLIENT:
         admin = KafkaAdminClient(
             **kafka_python_config(
@@ -56,6 +56,9 @@ def wait_writable(
     (KAFKA-15591). A ListOffsets answer means the log exists; raises `ClientTimeout`
     naming the first error when some leader has not answered within `timeout_s`.
     """
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
     specs = {
         TopicPartition(topic, partition): OffsetSpec.LATEST
         for topic in topics

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-
 from framework.kafka.errors import CLIENT, MappedClient
 from framework.kernel.kafka_settings import kafka_python_config
 
@@ -26,6 +24,10 @@ def assigned_consumer(
     read-back, the handover reader); `extra` keywords and then the user's properties
     go on top.  Its creation and its calls raise `ClientError`, not kafka-python's errors.
     """
+    # Imported at the first use: a process on confluent-kafka (a node, the CLI) never loads
+    # kafka-python, 0.2-0.4 s of start-up on this project's machines.
+    from kafka import KafkaConsumer
+
     with CLIENT:
         consumer = KafkaConsumer(
             **kafka_python_config(
@@ -43,4 +45,6 @@ def assigned_consumer(
 
 def partition_zero(topic: str) -> Any:
     """The (only) partition of one of the project's single-partition topics."""
+    from kafka import TopicPartition
+
     return TopicPartition(topic, 0)
