@@ -101,7 +101,8 @@ class Checkpoint:
 
     def deliver(self, task: StreamTask, outputs: list[Output]) -> None:
         """Pass on one record's output: rewind on a failed send, hold at-most-once at its bound."""
-        if self._txns is not None:  # into the node's open transaction
+        if self._txns is not None:  # into the node's open transaction, as the task's output
+            self._txns.writing(task.stream)
             if self._out.deliver(task, outputs):
                 self._rewind([task.stream])  # aborts it first: every stream in it
             return

@@ -92,6 +92,8 @@ class NodeTransactions:
         """Streams whose writer record names this producer."""
         self._touched: set[str] = set()
         """Streams with output in the open transaction."""
+        self._writing: str | None = None
+        """The stream the next sends are output of (`writing`)."""
         self._fenced: set[str] = set()
         """Ids this node fenced: a fenced id stays fenced (no one opens it again)."""
         self._pool: ThreadPoolExecutor | None = None
@@ -278,12 +280,21 @@ class NodeTransactions:
 
     # -- RecordProducer: the sink's sends, into the open transaction ------------------
 
+    def writing(self, stream: str) -> None:
+        """The next sends are output of `stream`: its state record commits with them.
+
+        Said by the node, not read from the output: a session a resize moved keeps the
+        stream it began on in its record (and id) while a new stream writes it.
+        """
+        self._writing = stream
+
     def send(
         self, topic: str, key: bytes | None, value: bytes | None, **options: Unpack[SendOptions]
     ) -> None:
-        """Queue one output record of an owned stream in the open transaction (begun at the
-        first output after a commit)."""
-        stream = getattr(options.pop("token", None), "stream", None)
+        """Queue one output record of the owned stream being written (`writing`) in the open
+        transaction (begun at the first output after a commit)."""
+        options.pop("token", None)
+        stream = self._writing
         producer = self._producer
         if producer is None or stream not in self._owned:
             raise SendFailed(f"stream {stream!r} is not written by this node's producer")

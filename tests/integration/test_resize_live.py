@@ -1,6 +1,7 @@
 """A live resize on real servers (docs/resize.md): the real Apache log through 2 nodes on 8
 streams, a resize to 12 while the producer and the nodes run, a third node joining, one
-`kill -9` during the migration; the output is exactly the batch definition."""
+`kill -9` during the migration; the output is exactly the batch definition, and with
+`--delivery exactly-once` every session is in it once, with no de-duplication."""
 
 from __future__ import annotations
 
@@ -33,17 +34,19 @@ WEBLOG = "sessionizer.examples.weblog:WebSessions"
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
 
 
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact(
-    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, delivery: str
 ) -> None:
     connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
     provision_streams(connection, 8)
     fragments = parse_file(DATA / "apache_logs", "apache")
     third = len(fragments) // 3
     config = ProducerConfig(kafka_bootstrap, app, 8, producer_id="web-1")
+    flags = ("--delivery", delivery)
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
-        group.start("n1")
-        group.start("n2")
+        group.start("n1", *flags)
+        group.start("n2", *flags)
         with app_client(connection) as client:
             registry = ProducerRegistry(
                 client, connection.paths, "web-1", streams_of(app, 8), poll_seconds=0.0
@@ -64,7 +67,7 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
                 at += 300
                 for name in ("n1", "n2"):
                     group.nodes[name].send(signal.SIGCONT)
-                group.start("n3")
+                group.start("n3", *flags)
                 # While the streams migrate: kill -9 n1.
                 group.nodes["n1"].send(signal.SIGKILL)
                 produce_fragments(producer, fragments[at:], end_of_input=True)
@@ -84,11 +87,13 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
     moved = sum(e["sessions"] for e in barriers)
     print(
-        f"\nresize 8 -> 12 with a kill -9: {result.line()}; barriers logged {len(barriers)}, "
+        f"\nresize 8 -> 12 with a kill -9, {delivery}: {result.line()}; barriers logged {len(barriers)}, "
         f"sessions migrated {moved}, new streams settled {len(settled_streams)}, "
         f"held back {progress and progress['held_total']}"
     )
     assert result.exact, result.line()
+    if delivery == "exactly-once":
+        assert result.duplicates == 0, result.line()
     assert {e["stream"] for e in barriers} == set(streams_of(app, 8))  # every old stream
     assert moved > 0 and settled_streams == set(streams[8:])
     assert resized == {"app": app, "streams": 12, "from": 8, "created": 4, "epoch": 1}

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from framework.kafka.errors import ClientError
+from framework.kafka.errors import ClientError, SendFailed
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
 from framework.node.transactions import NodeTransactions
@@ -278,7 +278,7 @@ def test_a_zombie_is_fenced_by_the_new_owners_take_whatever_zookeeper_says() -> 
     old, new = node_transactions(kafka, "a", writers), node_transactions(kafka, "b", writers)
     old.open("s")
     old.open("t")
-    old.send(SESSIONS, b"k", b"v", token=_Item("s"))
+    _send(old, "s", b"v")
     new.open("s")  # fences the id s's writer record names: the zombie's transaction is gone
     outcome = old.commit({"s": b"state", "t": b"state"})
     assert outcome.result == "fenced"
@@ -294,12 +294,12 @@ def test_a_graceful_release_clears_the_writer_record_so_the_taker_fences_nothing
     old, new = node_transactions(kafka, "a", writers), node_transactions(kafka, "b", writers)
     for stream in ("s", "t"):
         old.open(stream)
-        old.send(SESSIONS, b"k", stream.encode(), token=_Item(stream))
+        _send(old, stream, stream.encode())
     assert old.commit({"s": b"s1", "t": b"t1"}).result == "committed"
     old.release("s")
     assert writers.read("s") == (None, -1)
     new.open("s")
-    old.send(SESSIONS, b"k", b"t2", token=_Item("t"))  # the releasing node goes on with t
+    _send(old, "t", b"t2")  # the releasing node goes on with t
     assert old.commit({"t": b"t2"}).result == "committed"
     assert [v for _, v in kafka.records(SESSIONS)] == [b"s", b"t", b"t2"]
     assert sum(e.startswith("init ") for e in kafka.events) == 2  # one per node, no fence
@@ -327,7 +327,7 @@ def test_a_stream_with_output_in_the_open_transaction_is_not_taken_again_before_
     txns = node_transactions(kafka, "a", writers)
     txns.open("s")
     txns.open("t")
-    txns.send(SESSIONS, b"k", b"v", token=_Item("s"))
+    _send(txns, "s", b"v")
     assert txns.retain(["t"]) == {"s"}  # s was dropped with output: never committed
     with pytest.raises(ClientError, match="open transaction"):
         txns.open("s")
@@ -337,9 +337,35 @@ def test_a_stream_with_output_in_the_open_transaction_is_not_taken_again_before_
     assert kafka.records(SESSIONS) == []
 
 
+def _send(txns: NodeTransactions, stream: str, value: bytes) -> None:
+    """One output record of `stream`, as the node's checkpoint hands it on."""
+    txns.writing(stream)
+    txns.send(SESSIONS, b"k", value, token=_Item(stream))
+
+
 class _Item:
     def __init__(self, stream: str) -> None:
         self.stream = stream
+
+
+def test_a_session_a_resize_moved_is_output_of_the_stream_writing_it() -> None:
+    """Its record names the stream it began on (not owned here): the writing stream's state
+    record commits with it, and an abort rewinds the writing stream."""
+    kafka, writers = FakeKafka(), MemoryWriters()
+    txns = node_transactions(kafka, "a", writers)
+    txns.open("new")
+    txns.writing("new")
+    txns.send(SESSIONS, b"k", b"moved", token=_Item("old"))  # a FinishedSession of "old"
+    assert txns.touched == {"new"} and not txns.in_transaction("old")
+    outcome = txns.commit({"old": b"x"})
+    assert outcome.result == "aborted" and "['new']" in outcome.error
+    txns.writing("new")
+    txns.send(SESSIONS, b"k", b"moved", token=_Item("old"))
+    assert txns.commit({"new": b"state"}).result == "committed"
+    assert kafka.records(SESSIONS) == [(b"k", b"moved")]
+    with pytest.raises(SendFailed, match="'old' is not written"):
+        txns.writing("old")
+        txns.send(SESSIONS, b"k", b"v", token=_Item("old"))
 
 
 def test_a_take_fences_the_earlier_owner_before_it_reads_the_state() -> None:
@@ -455,7 +481,7 @@ def test_a_broken_producer_is_closed_at_once_and_replaced_by_the_next_generation
     )
     for stream in ("s", "t"):
         txns.open(stream)
-        txns.send(SESSIONS, b"k", b"v", token=_Item(stream))
+        _send(txns, stream, b"v")
     first = txns.transactional_id
     kafka.fail = lambda tid, n: "retry"
     outcome = txns.commit({"s": b"state", "t": b"state"})
