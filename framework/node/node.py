@@ -47,7 +47,7 @@ from framework.node.loader import load_processor
 from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, Fetched, RecordSource, SourceRecord
-from framework.node.resize_link import ResizeLink, open_link
+from framework.node.resize_link import ResizeLink
 from framework.node.stats import NodeStats, load_counts, metrics_snapshot
 from framework.node.streams import OwnedStreams
 from framework.node.task import StreamTask
@@ -138,8 +138,8 @@ class Node:
     def _assemble(self, parts: NodeParts, stack: ExitStack) -> None:
         """Build the loop's collaborators over the four parts (and `/metrics`, if asked)."""
         self._source, self._store = parts.source, parts.store
-        if self._link is None and self._parts is None:
-            self._link = stack.enter_context(open_link(self.config))
+        if self._link is None:
+            self._link = parts.resize
         self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
         self._owned = OwnedStreams(self._tasks, parts.source, self.stats, self._out.held)
         self._coordinator = self._health.coordinator = parts.coordinator(self)

@@ -24,6 +24,7 @@ from framework.node.errors import NodeError
 from framework.node.exactly_once import exactly_once_parts
 from framework.node.kafka_source import KafkaRecordSource
 from framework.node.ports import Coordinator, CoordinatorFactory, RecordSource
+from framework.node.resize_link import ResizeLink, open_link
 from framework.node.transactions import NodeTransactions
 from router.naming import deadletter_topic, sessions_topic
 from router.provisioning import handover_topic
@@ -53,6 +54,8 @@ class NodeParts:
     """Where planned moves hand a stream's engine over (None: every move replays)."""
     transactions: NodeTransactions | None = None
     """Exactly-once: the node's transactional producer (None: the other modes)."""
+    resize: ResizeLink | None = None
+    """The node's link to live resizes (None: in-process parts, which have no registry)."""
 
 
 @contextmanager
@@ -105,7 +108,8 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
         def coordinator(listener: BalancerListener) -> Coordinator:
             return Balancer(balancer_config, listener, client=client)
 
-        yield NodeParts(source, sink, store, coordinator, handover, transactions)
+        link = stack.enter_context(open_link(config, client))
+        yield NodeParts(source, sink, store, coordinator, handover, transactions, link)
 
 
 def _source(config: NodeConfig, client_id: str) -> RecordSource:

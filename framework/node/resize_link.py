@@ -13,9 +13,9 @@ the loop a node must
 - write what a gate asks the registry to hold (`ResizeGate.wants_start`), and tell
   it (`start_recorded`): only then may its stream's safe offset pass the epoch's start.
 
-`open_link` builds one over the node's connection (its own ZooKeeper client and Kafka
-producer); `ResizeLink` takes any `ResizeRecords` and `RecordSink` (tests pass
-in-memory ones).
+`open_link` builds one over the node's ZooKeeper client (`framework.node.parts`) and a
+Kafka producer of its own; `ResizeLink` takes any `ResizeRecords` and `RecordSink`
+(tests pass in-memory ones).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from framework.kafka.producer import RecordProducer, open_producer
 from framework.kernel.errors import InvalidArgument, SessionizerError
 from framework.kernel.paths import AppPaths
 from framework.kernel.safe_json import loads_object
-from framework.kernel.zookeeper import zookeeper_client
 from framework.node.config import NodeConfig
 from framework.node.resize import Outgoing, StreamResize
 from framework.node.task import StreamTask
@@ -217,8 +216,9 @@ class KafkaRecordSink:
 
 
 @contextmanager
-def open_link(config: NodeConfig) -> Iterator[ResizeLink]:
-    """A link over the node's connection: its own ZooKeeper client and Kafka producer."""
+def open_link(config: NodeConfig, client: KazooClient) -> Iterator[ResizeLink]:
+    """A link over the node's ZooKeeper `client` (its session: one per node) and a Kafka
+    producer of its own, closed on exit."""
     connection = config.connection
     settings = ProducerConfig(
         connection.bootstrap,
@@ -228,11 +228,6 @@ def open_link(config: NodeConfig) -> Iterator[ResizeLink]:
         kafka_client=connection.kafka_client,
     )
     with ExitStack() as stack:
-        client = stack.enter_context(
-            zookeeper_client(
-                connection.zk, auth=connection.zk_auth, session_timeout=config.session_timeout
-            )
-        )
         sink = KafkaRecordSink(
             lambda: open_producer(
                 connection.kafka_client,
