@@ -125,7 +125,11 @@ NOTES = {
         "One node's real state store (`FencedStateStore` over `ZooKeeperRecords`) against "
         "the run's ZooKeeper, with realistic records; rounds as a node commits them at 16, 64, "
         "288 and 1,024 streams.  `unchanged`: a stream that did not move is not written (the "
-        "node skips it), so that row is 0 by construction, not timed."
+        "node skips it), so that row is 0 by construction, not timed.  `load publish`: one "
+        "round of the node's published stream loads, every load changed.  `claims`: the node "
+        "taking every stream (start-up, failover) and releasing it again: one `take` after "
+        "another, or `take_each` with every read, then every claim transaction, in flight "
+        "at once (`balancer.claims`)."
     ),
     "delivery_modes": (
         "One node per run, `--delivery at-least-once` then `--delivery exactly-once` at each "
