@@ -87,8 +87,9 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
     moved = sum(e["sessions"] for e in barriers)
     print(
-        f"\nresize 8 -> 12 with a kill -9, {delivery}: {result.line()}; barriers logged {len(barriers)}, "
-        f"sessions migrated {moved}, new streams settled {len(settled_streams)}, "
+        f"\nresize 8 -> 12 with a kill -9, {delivery}: {result.line()}; "
+        f"barriers logged {len(barriers)}, sessions migrated {moved}, "
+        f"new streams settled {len(settled_streams)}, "
         f"held back {progress and progress['held_total']}"
     )
     assert result.exact, result.line()
