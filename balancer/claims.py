@@ -18,6 +18,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import ZnodeStat
 
 from balancer.fencing import StreamLease
 from framework.kernel.paths import AppPaths
@@ -117,14 +119,9 @@ def take(
             with contextlib.suppress(NodeExistsError):  # another taker created it first
                 client.create(state_path, b"")
             continue
-        epoch = stat.version + 1
-        claim = {"consumer": consumer_id, "session": f"{session:#x}", "epoch": epoch}
-        tx = client.transaction()
-        tx.create(paths.claim(stream), encode(claim), ephemeral=True)
-        tx.set_data(state_path, data, version=stat.version)
-        results = tx.commit()
+        results = _claim_and_bump(client, paths, stream, consumer_id, session, data, stat).get()
         if not any(isinstance(r, Exception) for r in results):
-            return StreamLease(stream, epoch)
+            return StreamLease(stream, stat.version + 1)
         if isinstance(results[0], NodeExistsError):
             return None
     return None
@@ -149,11 +146,8 @@ def take_each(
         except NoNodeError:
             commits.append((stream, 0, None))
             continue
-        claim = {"consumer": consumer_id, "session": f"{session:#x}", "epoch": stat.version + 1}
-        tx = client.transaction()
-        tx.create(paths.claim(stream), encode(claim), ephemeral=True)
-        tx.set_data(paths.stream_state(stream), data, version=stat.version)
-        commits.append((stream, stat.version + 1, tx.commit_async()))
+        pending = _claim_and_bump(client, paths, stream, consumer_id, session, data, stat)
+        commits.append((stream, stat.version + 1, pending))
     for stream, epoch, pending in commits:
         results = None if pending is None else pending.get()
         if results is not None and not any(isinstance(r, Exception) for r in results):
@@ -162,6 +156,24 @@ def take_each(
             yield stream, None
         else:
             yield stream, take(client, paths, stream, consumer_id, session)
+
+
+def _claim_and_bump(
+    client: KazooClient,
+    paths: AppPaths,
+    stream: str,
+    consumer_id: str,
+    session: int,
+    data: bytes,
+    stat: ZnodeStat,
+) -> IAsyncResult:
+    """Send the transaction of a take: create the claim (ephemeral, naming the new epoch)
+    and rewrite `stream_state` with the same bytes, checked against the version read."""
+    claim = {"consumer": consumer_id, "session": f"{session:#x}", "epoch": stat.version + 1}
+    tx = client.transaction()
+    tx.create(paths.claim(stream), encode(claim), ephemeral=True)
+    tx.set_data(paths.stream_state(stream), data, version=stat.version)
+    return tx.commit_async()
 
 
 def release(
