@@ -64,8 +64,10 @@ def wait_writable(
         for topic in topics
         for partition in range(partitions)
     }
+    if not specs:
+        return
     deadline = time.monotonic() + timeout_s
-    while specs:
+    while True:
         left_ms = max(1, int((deadline - time.monotonic()) * 1000))
         try:
             admin.list_partition_offsets(specs, timeout_ms=left_ms)
