@@ -22,7 +22,13 @@ from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import wait_for
-from framework.testing.nodes import NodeGroup, last_words, settled_alive, streams_of
+from framework.testing.nodes import (
+    NodeGroup,
+    last_words,
+    node_story,
+    settled_alive,
+    streams_of,
+)
 from framework.testing.processors import GATE_ENV, Gate
 from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
@@ -109,13 +115,17 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         assert seen, "no node logged a failed send in 15 s with the broker down and output held"
 
         _produce(connection, fragments[2 * third :], end=True)
-        wait_for(
-            lambda: settled_alive(
-                zk, connection, group, nodes, streams_of(connection.app, STREAMS)
-            ),
-            180,
-            "recovery",
-        )
+        try:
+            wait_for(
+                lambda: settled_alive(
+                    zk, connection, group, nodes, streams_of(connection.app, STREAMS)
+                ),
+                180,
+                "recovery",
+            )
+        except TimeoutError:
+            print(f"node events:\n{node_story(group)}")
+            raise
         assert group.running() == nodes
     _assert_exact(connection, fragments)
 
