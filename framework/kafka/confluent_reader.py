@@ -9,12 +9,21 @@ streams and errors of others arrive together. librdkafka never hands a message
 out twice, so every record in that list goes to the node, and the errors are
 reported beside them (`ReaderFetch`): raising on an error would drop the records
 around it, and the next commit would move past them.
+
+A client whose brokers were all down may never find one again: a broker in
+controlled shutdown answers metadata without itself in the broker list, and
+librdkafka then forgets it. With one broker that leaves the client none, and its
+re-bootstrap (KIP-899) did not fire in minutes (librdkafka 2.16). So after
+librdkafka reports every broker down, a reader that fetches nothing asks its
+client for metadata every few seconds; if that client cannot answer while a new
+one can, the new one replaces it, assigned at each stream's position.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import cast
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -32,6 +41,10 @@ from framework.kernel.records import StreamRecord
 __all__ = ["ConfluentReader"]
 
 _BOUNDS_TIMEOUT_S = 10.0
+# After every broker was down: how often an idle reader checks its client has a broker
+# again, and how long each of the two metadata requests of that check may wait.
+_BROKER_CHECK_S = 5.0
+_PROBE_TIMEOUT_S = 1.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
@@ -39,32 +52,82 @@ class ConfluentReader:
     """Reads single-partition streams from chosen offsets."""
 
     def __init__(
-        self, bootstrap: str, *, client_id: str, properties: Mapping[str, str] | None = None
+        self,
+        bootstrap: str,
+        *,
+        client_id: str,
+        properties: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "logger": librdkafka_logger(),  # its lines as log records, not stderr text
-                # librdkafka wants a group id; nothing is ever committed or joined with it.
-                "group.id": f"{client_id}-unused",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "error",
-                "enable.partition.eof": False,
-                # The user's properties last: theirs win (the reserved ones cannot be set).
-                **(properties or {}),
-            }
-        )
+        self._bootstrap = bootstrap
+        self._client_id = client_id
+        self._settings: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "logger": librdkafka_logger(),  # its lines as log records, not stderr text
+            # librdkafka wants a group id; nothing is ever committed or joined with it.
+            "group.id": f"{client_id}-unused",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": False,
+            # The user's properties last: theirs win (the reserved ones cannot be set).
+            **(properties or {}),
+            "error_cb": self._client_error,
+        }
         self._positions: dict[str, int] = {}
+        self._clock = clock
+        self._brokers_lost = False  # librdkafka said every broker is down; none seen since
+        self._next_check = 0.0
+        # librdkafka connects lazily and retries for ever: ask once, so a wrong address
+        # fails the node at start with one clear line instead of a silent retry loop.
+        self._consumer = self._open(_BOUNDS_TIMEOUT_S)
+
+    def _open(self, timeout: float) -> Any:
+        """A consumer that answered a metadata request within `timeout`; raises `ClientError`."""
+        consumer = Consumer(self._settings)
         try:
-            # librdkafka connects lazily and retries for ever: ask once, so a wrong address
-            # fails the node at start with one clear line instead of a silent retry loop.
             with CONFLUENT:
-                self._consumer.list_topics(timeout=_BOUNDS_TIMEOUT_S)
+                consumer.list_topics(timeout=timeout)
         except ClientError as exc:
-            self._consumer.close()
-            raise ClientError(f"cannot reach Kafka at {bootstrap} ({exc.__cause__})") from exc
+            consumer.close()
+            raise ClientError(f"cannot reach Kafka at {self._bootstrap} ({exc.__cause__})") from exc
+        return consumer
+
+    def _client_error(self, error: KafkaError) -> None:
+        """librdkafka's error callback, served by `consume` on the caller's thread."""
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._brokers_lost = True
+        # With a callback set librdkafka no longer logs these itself: logged as its lines are.
+        librdkafka_logger().warning("%s [%s] %s", "ERROR", self._client_id, error.str())
+
+    def _reopen_if_stranded(self) -> str | None:
+        """After every broker was down: a new client if this one has none left and a new one
+        reaches Kafka (what happened, to report); None while this one answers or none can."""
+        now = self._clock()
+        if now < self._next_check:
+            return None
+        self._next_check = now + _BROKER_CHECK_S
+        try:
+            with CONFLUENT:
+                self._consumer.list_topics(timeout=_PROBE_TIMEOUT_S)
+        except ClientError:
+            pass  # no broker answers this client: does Kafka answer a new one?
+        else:
+            self._brokers_lost = False
+            return None
+        try:
+            fresh = self._open(_PROBE_TIMEOUT_S)
+        except ClientError:
+            return None  # Kafka is still away: keep the client, ask again later
+        self._consumer.close()
+        self._consumer = fresh
+        fresh.assign([TopicPartition(s, 0, offset) for s, offset in self._positions.items()])
+        self._brokers_lost = False
+        return (
+            "the Kafka client knew no usable broker after every one was down, while a new "
+            "client reaches Kafka: reading on through the new one from each stream's position"
+        )
 
     def assign(self, positions: Mapping[str, int]) -> None:
         """Read exactly these streams, each from the given offset."""
@@ -82,6 +145,8 @@ class ConfluentReader:
         outside: list[str] = []
         errors: dict[str, str] = {}
         general: str | None = None
+        if self._brokers_lost and not messages:
+            general = self._reopen_if_stranded()
         batch: list[StreamRecord] = []
         batch_topic = None
         for message in messages:
@@ -111,6 +176,8 @@ class ConfluentReader:
             )
         for topic, records in batches.items():
             self._positions[topic] = records[-1].offset + 1
+        if batches:
+            self._brokers_lost = False  # a broker serves this client
         positions = {topic: self._positions.get(topic, -1) for topic in outside}
         return ReaderFetch(batches, positions, errors, general)
 
