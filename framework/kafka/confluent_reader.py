@@ -21,6 +21,7 @@ one can, the new one replaces it, assigned at each stream's position.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -46,6 +47,17 @@ _BOUNDS_TIMEOUT_S = 10.0
 _BROKER_CHECK_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+
+
+def _close(consumer: Any) -> None:
+    consumer.close()
+
+
+def _close_aside(consumer: Any) -> None:
+    """Close a consumer no longer read on a thread of its own: librdkafka's close of a client
+    that knows no broker may wait (it is not this reader's client any more, and the loop
+    that reads through this reader must not wait with it)."""
+    threading.Thread(target=consumer.close, name="close-stranded-consumer", daemon=True).start()
 
 
 class ConfluentReader:
@@ -83,14 +95,14 @@ class ConfluentReader:
         # fails the node at start with one clear line instead of a silent retry loop.
         self._consumer = self._open(_BOUNDS_TIMEOUT_S)
 
-    def _open(self, timeout: float) -> Any:
+    def _open(self, timeout: float, close: Callable[[Any], None] = _close) -> Any:
         """A consumer that answered a metadata request within `timeout`; raises `ClientError`."""
         consumer = Consumer(self._settings)
         try:
             with CONFLUENT:
                 consumer.list_topics(timeout=timeout)
         except ClientError as exc:
-            consumer.close()
+            close(consumer)
             raise ClientError(f"cannot reach Kafka at {self._bootstrap} ({exc.__cause__})") from exc
         return consumer
 
@@ -117,10 +129,10 @@ class ConfluentReader:
             self._brokers_lost = False
             return None
         try:
-            fresh = self._open(_PROBE_TIMEOUT_S)
+            fresh = self._open(_PROBE_TIMEOUT_S, _close_aside)
         except ClientError:
             return None  # Kafka is still away: keep the client, ask again later
-        self._consumer.close()
+        _close_aside(self._consumer)
         self._consumer = fresh
         fresh.assign([TopicPartition(s, 0, offset) for s, offset in self._positions.items()])
         self._brokers_lost = False

@@ -19,6 +19,7 @@ from framework.kafka import confluent_reader
 from framework.kafka.confluent_reader import ConfluentReader
 from framework.kernel.kafka_settings import LIBRDKAFKA_LOGGER
 from framework.testing.confluent import FakeMessage, message
+from framework.testing.members import wait_for
 
 A, B = "t.stream.0000", "t.stream.0001"
 
@@ -98,8 +99,8 @@ def test_a_stranded_client_is_replaced_at_each_streams_position(kafka: Kafka) ->
 
     fetched = reader.poll(0.1, 100)
 
-    assert len(kafka.clients) == 2 and first.closed
-    assert kafka.clients[1].assigned == [{A: 3, B: 5}]
+    assert len(kafka.clients) == 2 and kafka.clients[1].assigned == [{A: 3, B: 5}]
+    wait_for(lambda: first.closed, 10, "the stranded client closed (on a thread of its own)")
     assert fetched.error is not None and "new client" in fetched.error
     kafka.clients[1].batches.append([message(A, 3)])
     assert [r.offset for r in reader.poll(0.1, 100).records[A]] == [3]
@@ -114,7 +115,8 @@ def test_while_kafka_is_away_the_client_is_kept_and_asked_again_every_few_second
     first.all_brokers_down(forgotten=True)
 
     assert reader.poll(0.1, 100).error is None  # a new client fails too: nothing to report
-    assert len(kafka.clients) == 2 and kafka.clients[1].closed and not first.closed
+    assert len(kafka.clients) == 2 and not first.closed
+    wait_for(lambda: kafka.clients[1].closed, 10, "the new client that failed closed")
     clock.now += 1.0
     reader.poll(0.1, 100)
     assert len(kafka.clients) == 2, "asked again before the check interval"
@@ -122,7 +124,8 @@ def test_while_kafka_is_away_the_client_is_kept_and_asked_again_every_few_second
     kafka.up = True
     clock.now += 5.0
     assert reader.poll(0.1, 100).error is not None
-    assert len(kafka.clients) == 3 and first.closed and kafka.clients[2].assigned == [{A: 3, B: 5}]
+    assert len(kafka.clients) == 3 and kafka.clients[2].assigned == [{A: 3, B: 5}]
+    wait_for(lambda: first.closed, 10, "the stranded client closed")
 
 
 def test_a_client_that_found_its_broker_again_is_kept(kafka: Kafka) -> None:
