@@ -49,10 +49,6 @@ _PROBE_TIMEOUT_S = 1.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
-def _close(consumer: Any) -> None:
-    consumer.close()
-
-
 def _close_aside(consumer: Any) -> None:
     """Close a consumer no longer read on a thread of its own: librdkafka's close of a client
     that knows no broker may wait (it is not this reader's client any more, and the loop
@@ -95,14 +91,14 @@ class ConfluentReader:
         # fails the node at start with one clear line instead of a silent retry loop.
         self._consumer = self._open(_BOUNDS_TIMEOUT_S)
 
-    def _open(self, timeout: float, close: Callable[[Any], None] = _close) -> Any:
+    def _open(self, timeout: float) -> Any:
         """A consumer that answered a metadata request within `timeout`; raises `ClientError`."""
         consumer = Consumer(self._settings)
         try:
             with CONFLUENT:
                 consumer.list_topics(timeout=timeout)
         except ClientError as exc:
-            close(consumer)
+            _close_aside(consumer)  # it may know no broker: its close may wait
             raise ClientError(f"cannot reach Kafka at {self._bootstrap} ({exc.__cause__})") from exc
         return consumer
 
@@ -129,7 +125,7 @@ class ConfluentReader:
             self._brokers_lost = False
             return None
         try:
-            fresh = self._open(_PROBE_TIMEOUT_S, _close_aside)
+            fresh = self._open(_PROBE_TIMEOUT_S)
         except ClientError:
             return None  # Kafka is still away: keep the client, ask again later
         _close_aside(self._consumer)
