@@ -52,6 +52,7 @@ class NodeStats:
     dead_letter_reasons: Counter[str] = field(default_factory=Counter)
     """Dead letters handed to the sink, by reason (sessions the sink could not send apart)."""
     _last_report: float = field(default_factory=time.monotonic)
+    _reported_positions: dict[str, int] = field(default_factory=dict)
 
     def commit_latency(self, seconds: float, streams: int) -> None:
         """Record one commit round."""
@@ -108,13 +109,30 @@ class NodeStats:
         if now - self._last_report < interval:
             return
         self._last_report = now
-        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source, log),
+        positions = {stream: task.position for stream, task in tasks.items()}
+        previous, self._reported_positions = self._reported_positions, positions
+        reading = any(position > previous.get(s, position) for s, position in positions.items())
+        log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source, log, reading=reading),
                  **self.totals(tasks.values()))  # fmt: skip
 
 
-def _lag(tasks: Mapping[str, StreamTask], source: RecordSource | None, log: Any) -> dict[str, int]:
+def _lag(
+    tasks: Mapping[str, StreamTask], source: RecordSource | None, log: Any, *, reading: bool
+) -> dict[str, int]:
+    """Records behind each stream's end.
+
+    While the node reads, the consumer's fetch responses carry every stream's end
+    (`RecordSource.ends`, no request): asking the brokers would wait behind the fetch's
+    long poll, a blocked loop of up to a second each report. When nothing was read
+    since the last report the loop is idle anyway, and asking the brokers is how a
+    node cut off from Kafka says so.
+    """
     if not tasks or source is None:
         return {}
+    if reading:
+        ends = source.ends(list(tasks))
+        if ends.keys() >= tasks.keys():
+            return {s: max(0, ends[s] - task.position) for s, task in tasks.items()}
     try:
         bounds = source.bounds(list(tasks))
     except SessionizerError as exc:
