@@ -39,7 +39,7 @@ lint: install
 # first's report is printed after, and the run fails if either does (docs/testing.md).
 BESIDE_UNIT := $(addprefix tests/integration/,test_secure_cluster.py test_aggregate.py \
 	test_cluster_faults.py test_plain_install.py test_spark_standalone.py \
-	test_sink_and_shutdown_faults.py)
+	test_sink_and_shutdown_faults.py test_sink_stall.py)
 test: lint
 	@mkdir -p build
 	$(BIN)/pytest tests/unit $(BESIDE_UNIT) > build/unit-tests.log 2>&1 & unit=$$!; \

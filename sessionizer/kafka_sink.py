@@ -9,15 +9,25 @@ brokers within `delivery_timeout`, and the node then rewinds instead of
 committing. A session the broker refuses as too large is the one permanent
 failure: a session becomes its reference dead letter, a dead letter is sent
 again without the original value, and `flush` goes on.
+
+A producer that could not deliver may never deliver again: kafka-python's stays
+stuck on a topic deleted and created again (a fresh producer writes at once). So
+when `open_kafka_sink` made the sink, each failed flush or send puts a fresh
+producer in its place; the old one is closed aside, dropping what it still held
+(the node rewinds every stream whose output that was). If no fresh producer can be
+made (Kafka away), the old one is kept and the next failure tries again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from framework.kafka.errors import FlushIncomplete, RecordTooLarge, SendFailed
+import structlog
+
+from framework.kafka.closing import close_aside
+from framework.kafka.errors import ClientError, FlushIncomplete, RecordTooLarge, SendFailed
 from framework.kafka.producer import RecordProducer, open_producer
 from framework.kernel.transport import KafkaClient
 from sessionizer.errors import SinkError
@@ -50,6 +60,7 @@ class KafkaSink(BrokerSink):
         *,
         delivery_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        reopen: Callable[[], RecordProducer] | None = None,
     ) -> None:
         super().__init__(
             sessions_topic,
@@ -58,7 +69,10 @@ class KafkaSink(BrokerSink):
             max_message_bytes=max_message_bytes,
         )
         self._producer = producer
+        self._reopen = reopen
+        """Makes a fresh producer after a failure (None: keep this one: a transactional one)."""
         self._sent = 0  # sends since the last flush
+        self._log = structlog.get_logger(__name__)
 
     def flush(self) -> None:
         """Wait until every send since the last flush is acknowledged by all in-sync replicas."""
@@ -68,6 +82,7 @@ class KafkaSink(BrokerSink):
             failures = self._producer.flush(self.delivery_timeout)
         except FlushIncomplete as exc:
             left = sent if exc.left is None else exc.left
+            self._replace_producer(f"a flush left {left} sends unacknowledged")
             raise SinkError(
                 f"{left} sends to {topics} were not acknowledged within "
                 f"{self.delivery_timeout:g} s ({exc.detail}); state is not committed, so their "
@@ -75,6 +90,7 @@ class KafkaSink(BrokerSink):
             ) from exc
         transient = [f for f in failures if not f.too_large or f.token is None]
         if transient:
+            self._replace_producer(f"{len(transient)} sends failed")
             raise SinkError(
                 f"{len(transient)} of {sent} sends to {topics} failed (first: "
                 f"{transient[0].detail}); state is not committed, so their streams are rewound "
@@ -86,6 +102,19 @@ class KafkaSink(BrokerSink):
             self._refused(item, failure.detail)
         if failures:  # flush what stands for the items the broker refused
             self.flush()
+
+    def _replace_producer(self, why: str) -> None:
+        """Put a fresh producer in the failed one's place, if one can be made now."""
+        if self._reopen is None:
+            return
+        try:
+            fresh = self._reopen()
+        except ClientError as exc:
+            self._log.warning("sink_producer_kept", reason=why, error=str(exc))
+            return
+        failed, self._producer, self._sent = self._producer, fresh, 0
+        close_aside(lambda: failed.close(0), "failed-sink-producer")
+        self._log.info("sink_producer_replaced", reason=why)
 
     def close(self) -> None:
         """Close the producer, waiting briefly for what is queued (the caller flushed first).
@@ -108,6 +137,7 @@ class KafkaSink(BrokerSink):
             self._refused(item, exc.detail)
             return
         except SendFailed as exc:  # no metadata or buffer space in time
+            self._replace_producer(f"a send to {topic} failed")
             raise SinkError(
                 f"cannot send to {topic} ({exc.detail}); state is not committed, so the stream is "
                 "rewound and replayed"
@@ -128,6 +158,9 @@ class OutputProducerSettings:
     largest_record: int
     """The largest record sent (an exactly-once state record may be over `max_message_bytes`)."""
     properties: Mapping[str, str]
+    api_version: tuple[int, ...] | None = None
+    """kafka-python: the brokers' version, when known. Without it `KafkaProducer()` connects
+    in its constructor, waiting up to 30 s while Kafka is away."""
 
     def kafka_python(self) -> dict[str, Any]:
         """`KafkaProducer`'s keyword arguments."""
@@ -149,6 +182,7 @@ class OutputProducerSettings:
             # The user's settings last: theirs win, batch_size and partitioner included.
             "batch_size": min(_BATCH_BYTES, self.max_message_bytes),
             "partitioner": OnePartitionFirst(),
+            **({"api_version": self.api_version} if self.api_version else {}),
             **producer_settings(dict(self.properties)),
         }
 
@@ -188,13 +222,19 @@ def open_kafka_sink(
         largest_record=max_message_bytes,
         properties=dict(properties or {}),
     )
-    producer = open_producer(
-        client, kafka_python=settings.kafka_python, confluent=settings.confluent
-    )
+    first = open_producer(client, kafka_python=settings.kafka_python, confluent=settings.confluent)
+    # A fresh producer is made after a failure, maybe while Kafka is away: told the version
+    # the first one found, kafka-python's does not wait for the brokers in its constructor.
+    again = replace(settings, api_version=getattr(first, "api_version", None))
+
+    def producer() -> RecordProducer:
+        return open_producer(client, kafka_python=again.kafka_python, confluent=again.confluent)
+
     return KafkaSink(
-        producer,
+        first,
         sessions_topic,
         deadletter_topic,
         delivery_timeout=delivery_timeout,
         max_message_bytes=max_message_bytes,
+        reopen=producer,
     )

@@ -59,6 +59,15 @@ def _options(parser: argparse.ArgumentParser) -> None:
         "are rewound to their last commit [env: SESSIONIZER_DELIVERY_TIMEOUT] (default 30)",
     )
     parser.add_argument(
+        "--sink-stall-timeout",
+        type=float,
+        default=EnvDefault("SESSIONIZER_SINK_STALL_TIMEOUT", 300.0),
+        metavar="SECONDS",
+        help="after output has failed this long with nothing acknowledged, log sink_stalled "
+        "and answer /readyz with 503 until it is [env: SESSIONIZER_SINK_STALL_TIMEOUT] "
+        "(default 300)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=EnvDefault("SESSIONIZER_METRICS_PORT"),
@@ -121,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         delivery=args.delivery,
         drain_seconds=args.drain,
         delivery_timeout=args.delivery_timeout,
+        sink_stall_timeout=args.sink_stall_timeout,
         metrics_port=args.metrics_port,
         balance=args.balance,
         balance_tolerance=args.balance_tolerance,

@@ -21,7 +21,6 @@ one can, the new one replaces it, assigned at each stream's position.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -34,6 +33,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from framework.kafka.closing import close_aside
 from framework.kafka.errors import CONFLUENT, ClientError
 from framework.kafka.reader import ReaderFetch
 from framework.kernel.kafka_settings import librdkafka_logger
@@ -47,13 +47,6 @@ _BOUNDS_TIMEOUT_S = 10.0
 _BROKER_CHECK_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
-
-
-def _close_aside(consumer: Any) -> None:
-    """Close a consumer no longer read on a thread of its own: librdkafka's close of a client
-    that knows no broker may wait (it is not this reader's client any more, and the loop
-    that reads through this reader must not wait with it)."""
-    threading.Thread(target=consumer.close, name="close-stranded-consumer", daemon=True).start()
 
 
 class ConfluentReader:
@@ -98,7 +91,7 @@ class ConfluentReader:
             with CONFLUENT:
                 consumer.list_topics(timeout=timeout)
         except ClientError as exc:
-            _close_aside(consumer)  # it may know no broker: its close may wait
+            close_aside(consumer.close, "stranded-consumer")  # it may know no broker
             raise ClientError(f"cannot reach Kafka at {self._bootstrap} ({exc.__cause__})") from exc
         return consumer
 
@@ -128,7 +121,7 @@ class ConfluentReader:
             fresh = self._open(_PROBE_TIMEOUT_S)
         except ClientError:
             return None  # Kafka is still away: keep the client, ask again later
-        _close_aside(self._consumer)
+        close_aside(self._consumer.close, "stranded-consumer")
         self._consumer = fresh
         fresh.assign([TopicPartition(s, 0, offset) for s, offset in self._positions.items()])
         self._brokers_lost = False

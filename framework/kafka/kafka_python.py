@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import KafkaTimeoutError
 from kafka.partitioner.default import DefaultPartitioner
 
 from framework.kafka.errors import CLIENT, FLUSHING, SENDING, RecordTooLarge, kafka_python_error
@@ -85,9 +86,24 @@ class KafkaPythonProducer:
             if future.exception is not None
         ]
 
+    @property
+    def api_version(self) -> tuple[int, ...] | None:
+        """The brokers' version this producer found (or was told)."""
+        version = self._producer.config.get("api_version")
+        return tuple(version) if version else None
+
     def close(self, timeout: float | None = None) -> None:
-        """Close the producer (waits up to `timeout` for what is still queued)."""
-        self._producer.close(timeout=timeout)
+        """Close the producer (waits up to `timeout` for what is still queued, then drops it)."""
+        try:
+            self._producer.close(timeout=timeout)
+        except KafkaTimeoutError:
+            # kafka-python 3.0 raises from `close` when its flush outlives the timeout, before
+            # it stops its I/O thread: stop that thread as `close` would have (what is still
+            # queued was never acknowledged, so no state commit covers it).
+            sender = self._producer._sender  # no public call stops it
+            if sender is not None and sender.is_alive():
+                sender.force_close()
+            self._producer._closed = True
 
     def topic_names(self, timeout: float) -> list[str]:
         """Every topic, through an admin client on the producer's connection settings.

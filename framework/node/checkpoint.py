@@ -278,6 +278,8 @@ class Checkpoint:
         outcome = txns.commit(records)
         committed = []
         if outcome.result == "committed":
+            if in_transaction:  # output, not only state records, was acknowledged
+                self._out.stall.delivered()
             for stream in records:
                 tasks[stream].committed_as(states[stream])
                 committed.append(states[stream])
@@ -312,6 +314,7 @@ class Checkpoint:
     def _aborted(self, streams: list[str], error: str) -> None:
         """A transaction that could not commit was aborted: counted, then rewound."""
         self._stats.sink_failures += 1
+        self._out.stall.failed(error)
         if self._metrics is not None:
             _aborts(self._metrics).inc()
         self._log.warning("transaction_aborted", streams=streams, error=error, note="rewinding")
@@ -322,6 +325,8 @@ class Checkpoint:
         assert self._txns is not None
         streams = sorted(self._streams.tasks)
         event = "producer_fenced" if outcome.result == "fenced" else "transaction_broken"
+        if outcome.result != "fenced":  # fenced: a taker's doing, not the sink's
+            self._out.stall.failed(outcome.error)
         self._log.warning(event, streams=streams, error=outcome.error, note="streams dropped")
         self._txns.renewed()
         for stream in streams:

@@ -40,6 +40,8 @@ class NodeConfig:
     stats_interval: float = 10.0
     delivery_timeout: float = 30.0
     """How long the sink waits for the brokers to acknowledge output before it counts as failed."""
+    sink_stall_timeout: float = 300.0
+    """Output failing this long with no acknowledgement: `sink_stalled`, and /readyz 503."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """A session whose JSON is larger than this is dead-lettered as a reference."""
     max_unsent: int = 10_000
@@ -69,6 +71,7 @@ class NodeConfig:
             "poll_timeout",
             "stats_interval",
             "delivery_timeout",
+            "sink_stall_timeout",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from framework.node.config import NodeConfig
 from framework.node.dead_letter_log import DeadLetterLog
+from framework.node.sink_stall import SinkStallWatch
 from framework.node.stats import NodeStats
 from framework.node.task import Output, StreamTask
 from sessionizer.errors import SinkError
@@ -37,6 +38,10 @@ class Deliveries:
         self.dead_letter_log = DeadLetterLog(
             log, interval=config.stats_interval, warn_share=config.dead_letter_warn_share
         )
+        self.stall = SinkStallWatch(config.sink_stall_timeout, log)
+        self._unflushed = False
+        """Output was handed to the sink since its last flush (only then does a flush prove
+        delivery)."""
 
     def deliver(self, task: StreamTask, outputs: list[Output]) -> bool:
         """Pass on one record's output; True if the sink failed (the caller rewinds)."""
@@ -57,11 +62,14 @@ class Deliveries:
         tasks = list(tasks)
         # Every commit interval: the dead letters' summaries are due whether or not any came.
         self.dead_letter_log.maybe_report(tasks)
+        sent, self._unflushed = self._unflushed, False
         try:
             self.sink.flush()
         except SinkError as exc:
             self._failed(exc)
             return False
+        if sent:
+            self.stall.delivered()
         return True
 
     def held(self, task: StreamTask) -> bool:
@@ -80,6 +88,7 @@ class Deliveries:
 
     def _send(self, outputs: list[Output]) -> None:
         sink = self.sink
+        self._unflushed = True
         for output in outputs:
             if isinstance(output, FinishedSession):
                 # Counted only when some session was ever unsendable (an empty Counter is
@@ -102,6 +111,8 @@ class Deliveries:
 
     def _failed(self, exc: SinkError, *, lost: int | None = None) -> None:
         self._stats.sink_failures += 1
+        self.stall.failed(str(exc))
+        self._unflushed = False  # what was sent since the last flush is rewound, not delivered
         if not self.at_least_once:
             # The state has moved on already: the output is lost by choice of delivery mode.
             self._log.error("sink_failed", error=str(exc), lost=lost, delivery="at-most-once")

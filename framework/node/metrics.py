@@ -142,6 +142,8 @@ class LoopHealth:
         self.stall_limit = stall_limit
         self.stopping = stopping
         self.coordinator: Coordinator | None = None
+        self.sink_stalled: Callable[[], str | None] | None = None
+        """Why output is stalled, or None (`SinkStallWatch.stalled`), once there is a sink."""
         self.last_step = time.monotonic()
 
     def beat(self) -> float:
@@ -155,7 +157,7 @@ class LoopHealth:
         return age < self.stall_limit, f"last loop step {age:.1f} s ago"
 
     def ready(self) -> tuple[bool, str]:
-        """Joined, not paused by a ZooKeeper outage, and the loop stepping.
+        """Joined, not paused by a ZooKeeper outage, the loop stepping and output acknowledged.
 
         `connected` is kazoo's own connection state, so an outage shows here at once;
         `paused` follows only when the loop next polls the coordinator.
@@ -170,12 +172,16 @@ class LoopHealth:
         alive, why = self.alive()
         if not alive:
             return False, f"loop stalled: {why}"
+        stalled = self.sink_stalled() if self.sink_stalled is not None else None
+        if stalled is not None:
+            return False, stalled
         state = str(coordinator.state)
         return state in ("balancing", "stable"), f"coordinator {state}"
 
 
 class MetricsServer:
-    """Serves `/metrics`, `/healthz` (the loop is alive) and `/readyz` (joined, not paused)."""
+    """Serves `/metrics`, `/healthz` (the loop is alive) and `/readyz` (joined, not paused,
+    output acknowledged)."""
 
     def __init__(
         self,

@@ -141,6 +141,7 @@ class Node:
         if self._link is None:
             self._link = parts.resize
         self._out = Deliveries(parts.sink, self.config, self.stats, self._log)
+        self._health.sink_stalled = self._out.stall.stalled
         self._owned = OwnedStreams(self._tasks, parts.source, self.stats, self._out.held)
         self._coordinator = self._health.coordinator = parts.coordinator(self)
         self._serve_metrics(stack)
