@@ -1,9 +1,11 @@
-"""`encode_session` (one encoder made once) writes exactly what `json.dumps` wrote per call.
+"""`encode_session` (CPython's C encoder called directly) writes exactly what `json.dumps`
+wrote per call, and refuses what it refused with the same error.
 
 The sessions topic is a contract: the bytes of a session must not change with
 how it is encoded.  Real sessions come from `WebSessions` over the apache log in
 tests/data (read in place); made-up ones cover non-ASCII text, floats,
-values JSON cannot hold, and an encoder reused after a failure.
+values JSON cannot hold, a cycle and the session after it, and any result
+hypothesis makes of nested maps, lists and values the fallback handles or refuses.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from router.formats import parse_file
 from sessionizer import FinishedSession, Fragment, SessionEngine, Watermark
@@ -104,3 +108,45 @@ def test_too_large_is_measured_on_the_same_bytes() -> None:
     with pytest.raises(UnsendableSession) as raised:
         encode_session(session, max_bytes=size - 1)
     assert raised.value.reason == "session-too-large"
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()  # NaN and infinities included: both ways must refuse them alike
+    | st.text()
+    | st.decimals(allow_nan=False)
+    | st.datetimes()
+    | st.frozensets(st.integers(), max_size=4)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), _VALUES, max_size=8))
+def test_any_result_encodes_as_json_dumps_did_or_fails_the_same_way(result: Any) -> None:
+    session = _session(result)
+    try:
+        expected: bytes | str = _reference(session)
+    except (TypeError, ValueError, RecursionError) as exc:
+        expected = f"{type(exc).__name__}: {exc}"
+    try:
+        got: bytes | str = encode_session(session)
+    except UnsendableSession as exc:
+        got = exc.error
+    assert got == expected
+
+
+def test_a_cycle_is_refused_as_json_dumps_refuses_it_and_the_next_session_is_clean() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(UnsendableSession, match="Circular reference detected"):
+        encode_session(_session({"loop": loop}))
+    shared = [1, 2]  # the same object twice is no cycle, even right after one
+    good = _session({"a": shared, "b": shared})
+    assert encode_session(good) == _reference(good)
