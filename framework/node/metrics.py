@@ -51,6 +51,8 @@ class MetricsSnapshot:
     totals: Mapping[str, int] = field(default_factory=dict)
     dead_letters: Mapping[str, int] = field(default_factory=dict)
     streams: Mapping[str, StreamFigures] = field(default_factory=dict)
+    sink_stalled: bool = False
+    """Output has failed for `--sink-stall-timeout` with nothing acknowledged (`SinkStallWatch`)."""
 
 
 # (name, help, key in MetricsSnapshot.totals)
@@ -117,6 +119,13 @@ class NodeMetrics:
         owned = GaugeMetricFamily(f"{_PREFIX}_streams_owned", "Streams owned", labels=["node"])
         owned.add_metric([self.node], len(snapshot.streams))
         yield owned
+        stalled = GaugeMetricFamily(
+            f"{_PREFIX}_sink_stalled",
+            "1 while output has failed for --sink-stall-timeout with nothing acknowledged",
+            labels=["node"],
+        )
+        stalled.add_metric([self.node], int(snapshot.sink_stalled))
+        yield stalled
         yield from self._per_stream(snapshot.streams)
 
     def _per_stream(self, streams: Mapping[str, StreamFigures]) -> Iterator[Metric]:

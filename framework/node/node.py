@@ -244,8 +244,11 @@ class Node:
     def _publish(self) -> None:
         assert self.metrics is not None and self._out is not None and self._store is not None
         sizes, unsendable = self._store.sizes, self._out.sink.unsendable
+        stalled = self._out.stall.stalled() is not None
         self.metrics.publish(
-            metrics_snapshot(self.stats, self._tasks, self._source, sizes, unsendable)
+            metrics_snapshot(
+                self.stats, self._tasks, self._source, sizes, unsendable, sink_stalled=stalled
+            )
         )
         self._last_publish = time.monotonic()
 

@@ -148,6 +148,8 @@ def metrics_snapshot(
     source: RecordSource | None,
     state_sizes: Mapping[str, int],
     unsendable: Mapping[str, int],
+    *,
+    sink_stalled: bool = False,
 ) -> MetricsSnapshot:
     """What `/metrics` shows now: counters, dead letters by reason, and per-stream figures.
 
@@ -168,6 +170,7 @@ def metrics_snapshot(
         totals=stats.totals(tasks.values()),
         dead_letters=stats.dead_letter_reasons + Counter(unsendable),
         streams=streams,
+        sink_stalled=sink_stalled,
     )
 
 

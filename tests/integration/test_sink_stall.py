@@ -46,9 +46,9 @@ def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, e
         produce_fragments(producer, fragments, end_of_input=end)
 
 
-def _readyz(port: int) -> tuple[int, str]:
+def _get(port: int, path: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -88,18 +88,28 @@ def test_a_deleted_sessions_topic_stalls_the_sink_visibly_and_nothing_is_lost(
         try:
             stalled = wait_for(lambda: node.events("sink_stalled"), 120, "sink_stalled")
             status, why = wait_for(
-                lambda: (answer := _readyz(port))[0] == 503 and answer, 30, "/readyz 503"
+                lambda: (answer := _get(port, "/readyz"))[0] == 503 and answer, 30, "/readyz 503"
             )
         except TimeoutError:
             print(f"node events:\n{node_story(group)}")
             raise
+        wait_for(
+            lambda: 'sessionizer_sink_stalled{node="n1"} 1.0' in _get(port, "/metrics")[1],
+            30,
+            "the sink_stalled gauge at 1",
+        )
         print(f"\n{stalled[0]}\n/readyz: {status} {why.strip()}")
         assert "sink stalled" in why and topic in stalled[0]["error"] + why
         assert group.running() == ["n1"], "a stalled sink must not end the node"
 
         provision_streams(connection, STREAMS)  # creates the missing sessions topic again
         wait_for(lambda: node.events("sink_recovered"), 120, "sink_recovered")
-        wait_for(lambda: _readyz(port)[0] == 200, 60, "/readyz 200 again")
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, "/readyz 200 again")
+        wait_for(  # published once a second: it may trail /readyz by that much
+            lambda: 'sessionizer_sink_stalled{node="n1"} 0.0' in _get(port, "/metrics")[1],
+            30,
+            "the sink_stalled gauge back at 0",
+        )
         wait_for(lambda: settled_alive(zk, connection, group, ["n1"], streams), 120, "recovery")
         assert len(node.events("sink_stalled")) == 1
         assert node.events("sink_producer_replaced"), "the stuck producer must have been replaced"

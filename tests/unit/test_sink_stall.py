@@ -178,3 +178,17 @@ def test_a_flush_after_a_failed_send_proves_nothing_either() -> None:
         assert out.deliver(task, [session])
         assert out.flush([])
     assert out.stall.stalled() is not None
+
+
+def test_metrics_show_the_stall() -> None:
+    from framework.node.metrics import MetricsSnapshot, NodeMetrics
+
+    metrics = NodeMetrics("n1")
+
+    def stalled() -> float:
+        (family,) = [f for f in metrics.collect() if f.name == "sessionizer_sink_stalled"]
+        return float(family.samples[0].value)
+
+    assert stalled() == 0
+    metrics.publish(MetricsSnapshot(sink_stalled=True))
+    assert stalled() == 1
