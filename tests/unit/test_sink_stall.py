@@ -192,3 +192,18 @@ def test_metrics_show_the_stall() -> None:
     assert stalled() == 0
     metrics.publish(MetricsSnapshot(sink_stalled=True))
     assert stalled() == 1
+
+
+def test_exactly_once_aborts_in_a_row_are_a_stall_and_a_commit_with_output_ends_it() -> None:
+    from framework.testing.exactly_once import FakeKafka, run_exactly_once
+
+    kafka = FakeKafka()
+    kafka.fail = lambda tid, n: "abort" if 3 <= n <= 8 else None  # six commits in a row
+    log = MemoryLog(traffic_log(list(generate_fragments(120, seed=7)), 4))
+    with capture_logs() as logs:
+        node = run_exactly_once(kafka, log, VersionedMemory(), sink_stall_timeout=1e-9)
+    events = [entry["event"] for entry in logs]
+    assert events.count("transaction_aborted") >= 6
+    assert events.count("sink_stalled") == 1 and events.count("sink_recovered") == 1
+    assert events.index("sink_stalled") < events.index("sink_recovered")
+    assert node._out is not None and node._out.stall.stalled() is None
