@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.profile_node [--fragments 300000] [--streams 64]
         [--clients confluent kafka-python] [--rate 100]
-        [--delivery at-least-once|exactly-once] [--commit-interval 1]
+        [--delivery at-least-once|exactly-once] [--commit-interval 1] [--idle]
 
 The apache workload is produced once to 64 streams; then, for each client, one
 `sessionizer node --kafka-client CLIENT` (WebSessions) sessionizes it from a
@@ -21,6 +21,11 @@ one core.  Native threads (librdkafka's) have no Python frames and are not
 sampled: the node's CPU seconds from /proc are shown beside.  With the
 profiler attached the node runs slower than in nodes_vs_bare; the shares, not
 the rate, are the figure.
+
+`--idle` samples the threads while they wait too (py-spy's `--idle`): the shares
+then say where the loop *blocks* as well as where it computes (a request to the
+brokers or to ZooKeeper on the loop shows up there, and not without it); `idle`
+is then only the time py-spy could not sample.
 """
 
 from __future__ import annotations
@@ -205,8 +210,8 @@ def _py_spy() -> str:
 class Recorder:
     """py-spy recording one process from its start to its exit (`attach`, then `finish`)."""
 
-    def __init__(self, output: Path, rate: int) -> None:
-        self.output, self.rate = output, rate
+    def __init__(self, output: Path, rate: int, *, idle: bool = False) -> None:
+        self.output, self.rate, self.idle = output, rate, idle
         self.process: subprocess.Popen[bytes] | None = None
         self.started = self.ended = 0.0
 
@@ -215,6 +220,7 @@ class Recorder:
         command = [
             _py_spy(), "record", "--pid", str(pids[0]), "--format", "raw", "--threads",
             "--nonblocking", "--rate", str(self.rate), "--output", str(self.output),
+            *(["--idle"] if self.idle else []),
         ]  # fmt: skip
         deadline = time.monotonic() + 30
         while True:
@@ -244,7 +250,7 @@ def _profile_one(
     cluster: BenchCluster, args: argparse.Namespace, produced: Any, workload: Any, client: str
 ) -> list[dict[str, Any]]:
     scratch = Path(tempfile.mkdtemp(prefix=f"profile-{client}-"))
-    recorder = Recorder(scratch / "node.raw", args.rate)
+    recorder = Recorder(scratch / "node.raw", args.rate, idle=args.idle)
     progress(f"[profile] {client}: one node under py-spy ({args.rate} Hz)...")
     run = run_nodes(
         cluster,
@@ -293,6 +299,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default="at-least-once",
     )  # fmt: skip
     parser.add_argument("--commit-interval", type=float, default=1.0)
+    parser.add_argument(
+        "--idle", action="store_true", help="sample waiting threads too: where the loop blocks"
+    )
     args = parser.parse_args(argv)
     load_before = load_average()
     workload = load("apache", args.fragments)
