@@ -11,12 +11,15 @@ __all__ = ["http_get", "metric_samples"]
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:
-    """GET a path of the node's HTTP endpoint on loopback; (status, body)."""
+    """GET a path of the node's HTTP endpoint on loopback; (status, body), or (0, why) when
+    nothing answers."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
             return int(answer.status), answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+    except OSError as error:
+        return 0, str(error)
 
 
 def metric_samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -4,21 +4,35 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ClusterError, InvalidArgument
 from router.fragment import ParsedFragment
 from router.hashing import hash64, stream_for_key
+from router.ingest import produce_fragments
 from router.producer import ProducerConfig, StreamProducer
 
-__all__ = ["SteadyTraffic", "skewed"]
+__all__ = ["SteadyTraffic", "produce", "skewed"]
 
 # Cold keys are sampled by a second hash of the key, in steps of 1/_SAMPLE_STEPS.
 _SAMPLE_STEPS = 1 << 20
 
 _TICK_S = 0.1  # seconds of traffic per batch: a rate, not a wait for anything
+
+
+def produce(
+    connection: ConnectionConfig,
+    streams: int,
+    fragments: Iterable[ParsedFragment],
+    *,
+    end: bool = False,
+) -> None:
+    """Send `fragments` to the app's `streams` streams with one `StreamProducer`; with `end`,
+    then the end-of-input watermarks."""
+    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, streams)) as producer:
+        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def skewed(

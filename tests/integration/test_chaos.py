@@ -43,12 +43,10 @@ from framework.testing.nodes import (
     settled,
     streams_of,
 )
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
-from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
 from router.naming import sessions_topic
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -171,12 +169,6 @@ class Chaos:
         self._note(f"restart {name}{' (leader)' if name == leader else ''}")
 
 
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
-
-
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_chaos_keeps_the_output_exact(
     local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path, delivery: str
@@ -211,7 +203,7 @@ def test_chaos_keeps_the_output_exact(
                 if fault is not None:
                     chaos.inject(fault)
                 last = number == len(chunks) - 1
-                _produce(connection, part, end=last)
+                produce(connection, STREAMS, part, end=last)
                 chaos.resume_stopped(rng.random() < 0.5, connection)
                 if not last and rng.random() < 0.5:
                     # Sometimes a quiet point before the next fault, sometimes none.

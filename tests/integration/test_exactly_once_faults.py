@@ -39,14 +39,12 @@ from framework.testing.nodes import (
     settled,
     streams_of,
 )
-from framework.testing.traffic import SteadyTraffic
+from framework.testing.traffic import SteadyTraffic, produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
-from router.ingest import produce_fragments
 from router.naming import sessions_topic
-from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from sessionizer.examples.weblog import WebSessions
 
@@ -62,11 +60,6 @@ MEMBERS = ["n1", "n3", "n4"]
 """The nodes after the kill -9 (n2 dies, n4 joins)."""
 EVENTS = STORY_EVENTS | set(FENCED) | {"streams_rewound", "transaction_broken"}
 """What the failure report shows of each node's log."""
-
-
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
-    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, STREAMS)) as producer:
-        produce_fragments(producer, fragments)
 
 
 def _fenced_events(group: NodeGroup, node: str, since: float) -> list[dict[str, object]]:
@@ -152,7 +145,7 @@ def test_every_session_once_after_kill_9_a_zombie_and_a_broker_restart(
         try:
             for node in ("n1", "n2", "n3"):
                 group.start(node, *flags)
-            _produce(connection, first)
+            produce(connection, STREAMS, first)
             _until_settled(group, zk, ["n1", "n2", "n3"], "3 exactly-once nodes to catch up")
             phases.done("start")
             _kill_9(group, zk, killed, flags)
@@ -187,7 +180,7 @@ def _kill_9(
     group: NodeGroup, zk: KazooClient, part: list[ParsedFragment], flags: tuple[str, ...]
 ) -> None:
     """n2 dies with its latest output in open transactions; n4 joins."""
-    _produce(group.connection, part)
+    produce(group.connection, STREAMS, part)
     group.nodes["n2"].send(signal.SIGKILL)
     group.nodes["n2"].wait(timeout=30)
     group.start("n4", *flags)
@@ -205,10 +198,10 @@ def _broker_restart(
     stream committed a transaction since: the transaction coordinator is back before the
     zombie phase (a new owner's init_transactions waiting on it would let the zombie commit)."""
     half = len(part) // 2
-    _produce(group.connection, part[:half])
+    produce(group.connection, STREAMS, part[:half])
     cluster.restart("kafka1")  # mid-transaction: commits retry, or abort and rewind
     phases.done("broker restart")
-    _produce(group.connection, part[half:])
+    produce(group.connection, STREAMS, part[half:])
     _until_settled(group, zk, MEMBERS, "recovery from the broker restart")
 
 

@@ -22,11 +22,9 @@ from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
-from router.fragment import ParsedFragment
-from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
@@ -37,12 +35,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STREAMS = 8
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
-
-
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def _committed(zk: KazooClient, connection: ConnectionConfig, streams: list[str]) -> int:
@@ -64,10 +56,10 @@ def test_kill_9_mid_run_then_a_restart_commits_every_session_exactly_once(
 
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
         group.start("n1", *args)
-        _produce(connection, fragments[:half], end=False)
+        produce(connection, STREAMS, fragments[:half], end=False)
         wait_for(lambda: settled(zk, connection, ["n1"], streams), 120, "first half")
         before = _committed(zk, connection, streams)
-        _produce(connection, fragments[half:], end=True)
+        produce(connection, STREAMS, fragments[half:], end=True)
         # Mid-run: some of the second half is committed, not all of it.
         wait_for(lambda: _committed(zk, connection, streams) > before, 60, "second half started")
         group.nodes["n1"].send(signal.SIGKILL)

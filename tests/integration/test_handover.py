@@ -22,10 +22,9 @@ from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
-from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
@@ -37,12 +36,6 @@ SETTLE_S = 120
 def _apache_fragments() -> list[Any]:
     path = DATA / "apache_logs"
     return list(parse_file(path, "apache"))
-
-
-def _produce(connection: ConnectionConfig, fragments: list[Any], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def _leave(signum: signal.Signals, *flags: str) -> Callable[..., list[str]]:
@@ -57,7 +50,7 @@ def _leave(signum: signal.Signals, *flags: str) -> Callable[..., list[str]]:
         # Traffic only once all three share the streams: a start-up rebalance after it began
         # would be a planned move of its own (with handovers), before the one under test.
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), SETTLE_S, "start")
-        _produce(connection, first, end=False)
+        produce(connection, STREAMS, first, end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), SETTLE_S, "catch-up")
         group.nodes["n2"].send(signum)
         if signum == signal.SIGTERM:
@@ -75,7 +68,7 @@ def _join(
     for node in ("n1", "n2"):
         group.start(node, "--kafka-client", client)
     wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), SETTLE_S, "start")
-    _produce(connection, first, end=False)
+    produce(connection, STREAMS, first, end=False)
     wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), SETTLE_S, "catch-up")
     group.start("n3", "--kafka-client", client)
     wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), SETTLE_S, "the join")
@@ -105,7 +98,7 @@ def test_a_planned_move_replays_nothing_and_the_output_is_exact(
 
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
         survivors = move(group, zk, connection, client, fragments[:half])
-        _produce(connection, fragments[half:], end=True)
+        produce(connection, STREAMS, fragments[half:], end=True)
         wait_for(lambda: settled(zk, connection, survivors, streams), SETTLE_S, "the rest")
         moved = [
             event

@@ -15,11 +15,10 @@ from framework.sessions import read_sessions
 from framework.testing.cli import DATA, cli, cli_json
 from framework.testing.members import wait_for
 from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
@@ -30,12 +29,6 @@ WEBLOG = "sessionizer.examples.weblog:WebSessions"
 def _apache_fragments() -> list:
     path = DATA / "apache_logs"
     return parse_file(path, "apache")
-
-
-def _produce(connection: ConnectionConfig, fragments: list, *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -57,14 +50,14 @@ def test_a_node_dies_mid_run_and_the_output_is_still_exact(
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
         for node in ("n1", "n2", "n3"):
             group.start(node, "--kafka-client", client)
-        _produce(connection, fragments[:half], end=False)
+        produce(connection, STREAMS, fragments[:half], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), 120, "catch-up")
 
         victim = group.nodes["n2"]
         victim.send(fault)
         if fault == signal.SIGTERM:
             assert victim.wait(timeout=60) == 0
-        _produce(connection, fragments[half:], end=True)
+        produce(connection, STREAMS, fragments[half:], end=True)
         wait_for(lambda: settled(zk, connection, ["n1", "n3"], streams), 120, "failover")
 
         _check_status_and_sessions_commands(connection, survivors=["n1", "n3"])
@@ -115,10 +108,10 @@ def test_at_most_once_delivery_never_duplicates_even_after_kill_9(
     with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
         for node in ("n1", "n2"):
             group.start(node, "--delivery", "at-most-once")
-        _produce(connection, fragments[:half], end=False)
+        produce(connection, STREAMS, fragments[:half], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 120, "catch-up")
         group.nodes["n2"].send(signal.SIGKILL)
-        _produce(connection, fragments[half:], end=True)
+        produce(connection, STREAMS, fragments[half:], end=True)
         wait_for(lambda: settled(zk, connection, ["n1"], streams), 120, "failover")
     written = read_sessions(kafka_bootstrap, app, deduplicate=False)
     result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))

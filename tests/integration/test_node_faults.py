@@ -18,22 +18,16 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import balanced, wait_for
 from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
 from router.naming import deadletter_topic, stream_name
-from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
-
-
-def _produce(connection: ConnectionConfig, streams: int, fragments: list, *, end: bool) -> None:
-    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, streams)) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def _assert_exact(connection: ConnectionConfig, fragments: list) -> None:
@@ -58,15 +52,15 @@ def test_a_paused_node_is_fenced_and_cannot_move_state_backwards(
     ):
         for node in ("n1", "n2", "n3"):
             group.start(node)
-        _produce(connection, 16, fragments[:third], end=False)
+        produce(connection, 16, fragments[:third], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), 120, "catch-up")
 
         paused = group.nodes["n2"]
         paused.send(signal.SIGSTOP)  # past its session timeout: the others take its streams
-        _produce(connection, 16, fragments[third : 2 * third], end=False)
+        produce(connection, 16, fragments[third : 2 * third], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n3"], streams), 120, "takeover")
         paused.send(signal.SIGCONT)  # wakes up believing it still owns its streams
-        _produce(connection, 16, fragments[2 * third :], end=True)
+        produce(connection, 16, fragments[2 * third :], end=True)
         wait_for(lambda: settled(zk, connection, ["n1", "n2", "n3"], streams), 120, "rejoin")
         gave_up = paused.events("stream_fenced") + paused.events("streams_lost")
     assert gave_up, "the paused node never noticed it had lost its streams"
@@ -89,14 +83,14 @@ def test_broker_restart_and_zookeeper_server_loss_mid_run(
     ):
         for node in ("n1", "n2"):
             group.start(node)
-        _produce(connection, 8, fragments[:quarter], end=False)
+        produce(connection, 8, fragments[:quarter], end=False)
         wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 120, "catch-up")
         cluster.restart("kafka1")
-        _produce(connection, 8, fragments[quarter : 2 * quarter], end=False)
+        produce(connection, 8, fragments[quarter : 2 * quarter], end=False)
         leader = cluster.zk_leader()
         assert leader is not None
         cluster.kill(leader)
-        _produce(connection, 8, fragments[2 * quarter :], end=True)
+        produce(connection, 8, fragments[2 * quarter :], end=True)
         wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 180, "recovery")
         assert group.running() == ["n1", "n2"]  # rode it out, no crash
     _assert_exact(connection, fragments)
@@ -130,13 +124,13 @@ def test_members_join_and_die_while_traffic_flows(
                 stopped.send(signal.SIGKILL if action == "kill" else signal.SIGTERM)
                 alive.remove(node)
             # Traffic flows while the group rebalances.
-            _produce(connection, 64, list(islice(next(chunks, []), 2000)), end=False)
+            produce(connection, 64, list(islice(next(chunks, []), 2000)), end=False)
             if action != "start":
                 stopped.wait(timeout=60)  # gone, not just signalled: it must not be counted
             # A quiet point: every stream owned once by the nodes alive, spread <= 1.
             live = sorted(alive)
             wait_for(lambda live=live: balanced(zk, connection.paths, live, 64), 120, "balance")
-        _produce(connection, 64, [f for chunk in chunks for f in chunk], end=True)
+        produce(connection, 64, [f for chunk in chunks for f in chunk], end=True)
         wait_for(lambda: settled(zk, connection, group.running(), streams), 180, "catch-up")
     _assert_exact(connection, fragments)
 
@@ -156,7 +150,7 @@ def test_poison_input_goes_to_dead_letters_and_the_stream_goes_on(
         garbage.flush()
     finally:
         garbage.close()
-    _produce(connection, 2, [poison, *clean], end=True)
+    produce(connection, 2, [poison, *clean], end=True)
     processor = "framework.testing.processors:FragileWebSessions"
     with NodeGroup(connection, tmp_path, processor) as group, zookeeper_client(zk_hosts) as zk:
         group.start("n1")

@@ -14,14 +14,11 @@ metrics publish, so the loop never got back to ZooKeeper's events.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from framework.cluster import LocalCluster
 from framework.kernel.config import ConnectionConfig
@@ -29,13 +26,13 @@ from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.cli import DATA
 from framework.testing.members import MemberProcess, wait_for
+from framework.testing.metrics import http_get, metric_samples
 from framework.testing.nodes import NodeGroup, last_words
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
 from router.fragment import ParsedFragment
-from router.ingest import produce_fragments
 from router.naming import deadletter_topic
-from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from sessionizer.examples.weblog import WebSessions
 
@@ -62,26 +59,11 @@ COUNTERS = {
 }
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    """GET a path of the node's endpoint; (status, body); (0, why) if nothing answers."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-    except OSError as error:
-        return 0, str(error)
-
-
 def _scrape(port: int) -> Samples:
     """Every sample of `/metrics`, parsed by prometheus_client's parser."""
-    status, text = _get(port, "/metrics")
+    status, text = http_get(port, "/metrics")
     assert status == 200, f"/metrics answered {status}: {text}"
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    return metric_samples(text)
 
 
 def _total(samples: Samples, name: str) -> float:
@@ -102,12 +84,6 @@ def _fragments() -> list[ParsedFragment]:
     return parse_file(path, "apache")[:LINES]
 
 
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=True)
-
-
 def test_metrics_agree_with_the_node_and_readyz_follows_a_zookeeper_outage(
     local_cluster: Callable[..., LocalCluster], app: str, tmp_path: Path
 ) -> None:
@@ -120,7 +96,7 @@ def test_metrics_agree_with_the_node_and_readyz_follows_a_zookeeper_outage(
         node = group.start("n1", "--metrics-port", "0")
         serving = wait_for(lambda: node.events("metrics_serving"), 60, "n1 to serve metrics")
         port = int(serving[0]["port"])
-        _produce(connection, fragments)
+        produce(connection, STREAMS, fragments, end=True)
 
         def all_out() -> Samples | None:
             _alive(group, node)
@@ -213,11 +189,11 @@ def _check_against_topics(
 def _readyz_through_an_outage(
     cluster: LocalCluster, group: NodeGroup, node: MemberProcess, port: int
 ) -> None:
-    assert _get(port, "/readyz")[0] == 200
+    assert http_get(port, "/readyz")[0] == 200
     cluster.pause("zk1")
     try:
-        wait_for(lambda: _get(port, "/readyz")[0] == 503, 30, "/readyz 503 in the outage", 0.2)
-        assert _get(port, "/healthz")[0] == 200, "an outage must not fail the liveness probe"
+        wait_for(lambda: http_get(port, "/readyz")[0] == 503, 30, "/readyz 503 in the outage", 0.2)
+        assert http_get(port, "/healthz")[0] == 200, "an outage must not fail the liveness probe"
         _alive(group, node)
     finally:
         cluster.resume("zk1")
@@ -233,4 +209,4 @@ def _back(port: int, node: MemberProcess) -> bool:
     """
     told = [e["event"] for e in node.events() if e.get("event") in _PAUSE_EVENTS]
     resumed = "zookeeper_suspended" in told and told[-1] != "zookeeper_suspended"
-    return resumed and _get(port, "/readyz")[0] == 200
+    return resumed and http_get(port, "/readyz")[0] == 200

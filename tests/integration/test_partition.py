@@ -41,11 +41,9 @@ from framework.testing.nodes import (
     settled,
     streams_of,
 )
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
-from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
@@ -81,11 +79,6 @@ def cluster(lab: NetworkLab, tmp_path: Path) -> Iterator[LocalCluster]:
         yield servers
 
 
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    with StreamProducer(ProducerConfig(connection.bootstrap, connection.app, STREAMS)) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
-
-
 @pytest.mark.parametrize("cut", ["zk", "kafka", "both"])
 def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
     lab: NetworkLab, cluster: LocalCluster, app: str, tmp_path: Path, cut: CutTarget
@@ -107,7 +100,7 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
             try:
                 for node in NODES:
                     group.start(node, netns=lab.namespace(node))
-                _produce(connection, fragments[:third], end=False)
+                produce(connection, STREAMS, fragments[:third], end=False)
                 wait_for(
                     answering(group, lambda: settled(zk, connection, NODES, streams)),
                     120,
@@ -118,7 +111,8 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
 
                 lab.cut(VICTIM, cut)
                 cut_at = time.monotonic()
-                _produce(connection, fragments[third : 2 * third], end=False)  # traffic flows
+                # Traffic flows meanwhile.
+                produce(connection, STREAMS, fragments[third : 2 * third], end=False)
                 if cut == "kafka":
                     _assert_streams_pause(group, zk, connection, held, cut_at)
                 else:
@@ -136,7 +130,7 @@ def test_a_partitioned_node_moves_or_pauses_its_streams_and_output_stays_exact(
                         f"{VICTIM} to notice it lost ZooKeeper",
                     )
                 lab.heal(VICTIM)
-                _produce(connection, fragments[2 * third :], end=True)
+                produce(connection, STREAMS, fragments[2 * third :], end=True)
                 wait_for(
                     answering(group, lambda: settled(zk, connection, NODES, streams)),
                     180,

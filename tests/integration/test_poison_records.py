@@ -39,12 +39,11 @@ from framework.testing.processors import (
     UnsendableWebSessions,
     unsendable_kind,
 )
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.formats import parse_file
 from router.fragment import ParsedFragment
-from router.ingest import produce_fragments
 from router.naming import deadletter_topic, stream_name
-from router.producer import ProducerConfig, StreamProducer
 from router.readback import read_topics
 from router.wire import KIND_HEADER, WATERMARK_KIND, decode_record, encode_fragment
 from sessionizer.processor import StreamProcessor, Timing
@@ -76,12 +75,6 @@ class Poison:
 def _apache_fragments() -> list[ParsedFragment]:
     path = DATA / "apache_logs"
     return parse_file(path, "apache")
-
-
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def _corruptions(clean: list[ParsedFragment], timestamp_ms: int) -> list[Poison]:
@@ -216,9 +209,9 @@ def test_poison_records_become_dead_letters_and_no_node_dies(
     with NodeGroup(connection, tmp_path, processor) as group, zookeeper_client(zk_hosts) as zk:
         for node in NODES:
             group.start(node)
-        _produce(connection, clean[:half], end=False)
+        produce(connection, STREAMS, clean[:half], end=False)
         poison = _write_poison(kafka_bootstrap, app, _poison_records(clean, now_ms))
-        _produce(connection, clean[half:], end=True)
+        produce(connection, STREAMS, clean[half:], end=True)
         _wait_caught_up(zk, connection, group)
         assert group.running() == list(NODES)
 
@@ -282,7 +275,7 @@ def test_unsendable_sessions_become_dead_letters_that_reference_them(
     connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
     provision_streams(connection, STREAMS)
     fragments = _apache_fragments()
-    _produce(connection, fragments, end=True)
+    produce(connection, STREAMS, fragments, end=True)
     processor = UnsendableWebSessions()
     reference = _reference_sessions(kafka_bootstrap, app, processor)
     unsendable = {

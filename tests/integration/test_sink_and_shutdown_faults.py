@@ -30,11 +30,10 @@ from framework.testing.nodes import (
     streams_of,
 )
 from framework.testing.processors import GATE_ENV, Gate
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
@@ -42,12 +41,6 @@ STREAMS = 8
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
 GATED = "framework.testing.processors:GatedWebSessions"
 SINK_FAILURE_EVENTS = ("sink_failed", "sink_flush_failed", "streams_rewound", "stream_rewound")
-
-
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
 
 
 def _assert_exact(connection: ConnectionConfig, fragments: list[ParsedFragment]) -> None:
@@ -88,7 +81,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
     ):
         for node in nodes:
             group.start(node, "--delivery-timeout", "3", "--kafka-client", client)
-        _produce(connection, fragments[:third], end=False)
+        produce(connection, STREAMS, fragments[:third], end=False)
         wait_for(
             lambda: settled_alive(
                 zk, connection, group, nodes, streams_of(connection.app, STREAMS)
@@ -98,7 +91,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         )
 
         gate.close()
-        _produce(connection, fragments[third : 2 * third], end=False)
+        produce(connection, STREAMS, fragments[third : 2 * third], end=False)
         wait_for(
             lambda: len(list(tmp_path.glob("gate.blocked.*"))) == len(nodes),
             60,
@@ -114,7 +107,7 @@ def test_broker_down_longer_than_the_delivery_timeout_loses_nothing(
         cluster.start("kafka1")
         assert seen, "no node logged a failed send in 15 s with the broker down and output held"
 
-        _produce(connection, fragments[2 * third :], end=True)
+        produce(connection, STREAMS, fragments[2 * third :], end=True)
         try:
             wait_for(
                 lambda: settled_alive(
@@ -163,7 +156,7 @@ def test_sigterm_with_zookeeper_stopped_exits_in_bounded_time_and_loses_nothing(
         zookeeper_client(cluster.zk_connect) as zk,
     ):
         node = group.start("n1")
-        _produce(connection, fragments[:half], end=False)
+        produce(connection, STREAMS, fragments[:half], end=False)
         wait_for(
             lambda: settled_alive(
                 zk, connection, group, ["n1"], streams_of(connection.app, STREAMS)
@@ -197,7 +190,7 @@ def test_sigterm_with_zookeeper_stopped_exits_in_bounded_time_and_loses_nothing(
             assert node.process.returncode >= 0, "n1 was killed by a signal instead of exiting"
 
         group.start("n2")
-        _produce(connection, fragments[half:], end=True)
+        produce(connection, STREAMS, fragments[half:], end=True)
         wait_for(
             lambda: settled_alive(
                 zk, connection, group, ["n2"], streams_of(connection.app, STREAMS)

@@ -14,8 +14,6 @@ could not deliver (`sink_producer_replaced`) and closing the stuck one cleanly.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,32 +24,17 @@ from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import wait_for
+from framework.testing.metrics import http_get
 from framework.testing.nodes import NodeGroup, node_story, settled_alive, streams_of
+from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
-from router.fragment import ParsedFragment
 from router.generator import generate_fragments
-from router.ingest import produce_fragments
 from router.naming import sessions_topic
-from router.producer import ProducerConfig, StreamProducer
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = pytest.mark.integration
 STREAMS = 4
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
-
-
-def _produce(connection: ConnectionConfig, fragments: list[ParsedFragment], *, end: bool) -> None:
-    config = ProducerConfig(connection.bootstrap, connection.app, STREAMS)
-    with StreamProducer(config) as producer:
-        produce_fragments(producer, fragments, end_of_input=end)
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
@@ -78,23 +61,25 @@ def test_a_deleted_sessions_topic_stalls_the_sink_visibly_and_nothing_is_lost(
             "--delivery-timeout", "2", "--sink-stall-timeout", "6",
         )  # fmt: skip
         port = int(wait_for(lambda: node.events("metrics_serving"), 60, "metrics")[0]["port"])
-        _produce(connection, fragments[:half], end=False)
+        produce(connection, STREAMS, fragments[:half], end=False)
         wait_for(lambda: settled_alive(zk, connection, group, ["n1"], streams), 90, "catch-up")
         before = read_sessions(kafka_bootstrap, app, deduplicate=False)
         assert before, "sessions must have been written before the deletion"
 
         _delete_topic(kafka_bootstrap, topic)
-        _produce(connection, fragments[half:], end=True)  # its sessions have nowhere to go
+        produce(connection, STREAMS, fragments[half:], end=True)  # its sessions have nowhere to go
         try:
             stalled = wait_for(lambda: node.events("sink_stalled"), 120, "sink_stalled")
             status, why = wait_for(
-                lambda: (answer := _get(port, "/readyz"))[0] == 503 and answer, 30, "/readyz 503"
+                lambda: (answer := http_get(port, "/readyz"))[0] == 503 and answer,
+                30,
+                "/readyz 503",
             )
         except TimeoutError:
             print(f"node events:\n{node_story(group)}")
             raise
         wait_for(
-            lambda: 'sessionizer_sink_stalled{node="n1"} 1.0' in _get(port, "/metrics")[1],
+            lambda: 'sessionizer_sink_stalled{node="n1"} 1.0' in http_get(port, "/metrics")[1],
             30,
             "the sink_stalled gauge at 1",
         )
@@ -104,9 +89,9 @@ def test_a_deleted_sessions_topic_stalls_the_sink_visibly_and_nothing_is_lost(
 
         provision_streams(connection, STREAMS)  # creates the missing sessions topic again
         wait_for(lambda: node.events("sink_recovered"), 120, "sink_recovered")
-        wait_for(lambda: _get(port, "/readyz")[0] == 200, 60, "/readyz 200 again")
+        wait_for(lambda: http_get(port, "/readyz")[0] == 200, 60, "/readyz 200 again")
         wait_for(  # published once a second: it may trail /readyz by that much
-            lambda: 'sessionizer_sink_stalled{node="n1"} 0.0' in _get(port, "/metrics")[1],
+            lambda: 'sessionizer_sink_stalled{node="n1"} 0.0' in http_get(port, "/metrics")[1],
             30,
             "the sink_stalled gauge back at 0",
         )
