@@ -13,7 +13,8 @@ any more, so the hooks still see each session's fragments in event-time order
 and out-of-order arrival never needs a merge hook or a re-fold.  Only fragments
 inside the grace window stay raw; `close` runs when the session is final.  The
 fold line is stream time, a function of the log, so a replay folds the same
-fragments at the same records.
+fragments at the same records.  The open sessions by key, and when each key is
+due to fold or close, are `OpenSessions` (`sessionizer.open_sessions`).
 
 Two policies keep one stream from being ruined by a few records, both decided by
 the log alone, so a replay decides the same way (docs/sessions.md):
@@ -38,10 +39,10 @@ from typing import Any
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark
 from sessionizer import hooks
-from sessionizer.due_queue import DueQueue
 from sessionizer.engine_state import EngineState, Parked
 from sessionizer.errors import OffsetOrderError, SessionError
 from sessionizer.migration import LATE, PLACE, KeyGate
+from sessionizer.open_sessions import OpenSessions
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.producer_clocks import ProducerClocks, skew_ms
 from sessionizer.records import (
@@ -55,7 +56,7 @@ from sessionizer.records import (
     late_fragment,
     session_id,
 )
-from sessionizer.timeline import KeyTimeline, Member, Segment
+from sessionizer.timeline import Member, Segment
 from state.record import IgnoreEntry, StreamState
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
@@ -86,14 +87,7 @@ class SessionEngine:
         self._tracker = SafeOffsetTracker(
             next_offset=state.safe_offset, stream_time_ms=state.stream_time_ms, ignore=state.ignore
         )
-        self._timelines: dict[str, KeyTimeline] = {}
-        # When to look at a key again, for its first session's deadline and for its first
-        # raw member (due one past its event time: folded once `stream time - grace` is
-        # above it).  Lazy deletion: an entry counts while its time is the key's
-        # `deadline_due` / `fold_due` (`KeyTimeline`).  Two queues, so that sessions still
-        # close in the order of their deadlines.  Appends add nothing.
-        self._deadlines = DueQueue(self._deadline_of)
-        self._folds = DueQueue(self._fold_of)
+        self._open = OpenSessions(self._tracker, self.timing)
         self._budget = ignore_budget_bytes
         self._parked: Parked | None = None
         self._fragments = self._watermarks = self._sessions = 0
@@ -128,7 +122,7 @@ class SessionEngine:
         Counts over every open session: for tests and measurements, not per record.
         """
         return sum(
-            len(segment.raw) for timeline in self._timelines.values() for segment in timeline
+            len(segment.raw) for timeline in self._open.timelines.values() for segment in timeline
         )
 
     def process(self, record: Record) -> list[EngineOutput]:
@@ -200,12 +194,13 @@ class SessionEngine:
         The value holds the engine's parts themselves (see `EngineState`): export an
         engine that is done, and restore the value once.
         """
+        deadlines, folds = self._open.queued()
         return EngineState(
             stream_time_ms=self._stream_time_ms,
             tracker=self._tracker,
-            timelines=tuple(self._timelines.values()),
-            deadlines=tuple(self._deadlines.live()),
-            folds=tuple(self._folds.live()),
+            timelines=tuple(self._open.timelines.values()),
+            deadlines=tuple(deadlines),
+            folds=tuple(folds),
             parked=self._parked,
             clocks=self._clocks,
         )
@@ -228,11 +223,9 @@ class SessionEngine:
         engine = cls(state.stream, processor, state, ignore_budget_bytes=ignore_budget_bytes)
         engine._stream_time_ms = saved.stream_time_ms
         engine._tracker = saved.tracker
-        engine._timelines = {timeline.key: timeline for timeline in saved.timelines}
-        for due, key in saved.deadlines:
-            engine._deadlines.add(due, key)
-        for due, key in saved.folds:
-            engine._folds.add(due, key)
+        engine._open = OpenSessions.restore(
+            saved.tracker, engine.timing, saved.timelines, saved.deadlines, saved.folds
+        )
         engine._parked = saved.parked
         engine._clocks = saved.clocks
         return engine
@@ -254,11 +247,11 @@ class SessionEngine:
 
     def open_keys(self) -> list[str]:
         """The keys with open sessions, sorted."""
-        return sorted(self._timelines)
+        return sorted(self._open.timelines)
 
     def first_offsets(self, key: str) -> list[int]:
         """The first offsets of the key's open sessions."""
-        return [segment.first_offset for segment in self._timelines.get(key, ())]
+        return [segment.first_offset for segment in self._open.timelines.get(key, ())]
 
     def skips(self, key: str, offset: int, event_time: int) -> bool:
         """True if the resumed ignore list covers a record of `key` (a replay meets it again)."""
@@ -267,24 +260,13 @@ class SessionEngine:
     def take_sessions(self, key: str) -> list[Segment]:
         """Remove the key's open sessions (they go on on another stream): not finished, not
         in the ignore list, no longer holding the safe offset."""
-        timeline = self._timelines.pop(key, None)
-        if timeline is None:
-            return []
-        for segment in timeline:
-            self._tracker.session_dropped(segment.first_offset)
-        return list(timeline)
+        return self._open.take(key)
 
     def restore_sessions(self, key: str, segments: list[Segment]) -> None:
         """Make `segments` (in event-time order, this stream's offsets) the key's open sessions."""
-        if key in self._timelines:
+        if key in self._open.timelines:
             raise SessionError(f"stream {self.stream}: key {key!r} has open sessions already")
-        if not segments:
-            return
-        timeline = self._timelines[key] = KeyTimeline(key)
-        timeline.extend(segments)
-        for segment in segments:
-            self._tracker.session_opened(key, segment.first_offset)
-        self._schedule(timeline)
+        self._open.adopt(key, segments)
 
     def place_held(
         self, key: str, held: list[tuple[Fragment, int, int | None]]
@@ -296,22 +278,15 @@ class SessionEngine:
         sessions are registered with the tracker again afterwards.
         """
         outputs: list[EngineOutput] = []
-        timeline = self._timelines.get(key) or KeyTimeline(key)
-        for segment in timeline:
-            self._tracker.session_dropped(segment.first_offset)
+        members: list[Member] = []
         for fragment, event_time, before in held:
             try:
                 is_end = hooks.is_end(self.processor, fragment)
             except Exception as exc:  # a user hook: any failure goes to the dead letters
                 outputs.append(self._hook_failed(fragment, "is_end", exc))
                 continue
-            timeline.place((event_time, fragment.offset, is_end, before, fragment), self.timing)
-        for segment in timeline:
-            segment.rebound()
-            self._tracker.session_opened(key, segment.first_offset)
-        if timeline:
-            self._timelines[key] = timeline
-            self._schedule(timeline)
+            members.append((event_time, fragment.offset, is_end, before, fragment))
+        self._open.place_held(key, members)
         return outputs
 
     def catch_up(self) -> list[EngineOutput]:
@@ -321,10 +296,8 @@ class SessionEngine:
     def close_keys(self, keys: list[str]) -> list[EngineOutput]:
         """Finish every open session of these keys now (input ended before they arrived)."""
         outputs: list[EngineOutput] = []
-        for key in keys:
-            timeline = self._timelines.pop(key, None)
-            for segment in timeline.pop_all() if timeline is not None else ():
-                outputs.extend(self._finish(key, segment))
+        for key, segment in self._open.pop_keys(keys):
+            outputs.extend(self._finish(key, segment))
         return outputs
 
     def hold(self, offset: int) -> None:
@@ -461,18 +434,7 @@ class SessionEngine:
             # Its event time still counts: a replay may skip it, and skipping advances.
             failed = self._hook_failed(fragment, "is_end", exc)
             return [failed, *self._advance(self._clocks.fragment(event_time))]
-        timeline = self._timelines.get(key)
-        if timeline is None:
-            timeline = self._timelines[key] = KeyTimeline(key)
-        member: Member = (event_time, offset, is_end, before, fragment)
-        changed = timeline.place(member, self.timing)
-        if changed is not None:
-            dropped, added = changed
-            for first_offset in dropped:
-                self._tracker.session_dropped(first_offset)
-            for segment in added:
-                self._tracker.session_opened(key, segment.first_offset)
-            self._schedule(timeline)
+        self._open.place(key, (event_time, offset, is_end, before, fragment))
         return self._advance(self._clocks.fragment(event_time))
 
     def _bound_ignore_list(self) -> list[EngineOutput]:
@@ -483,12 +445,10 @@ class SessionEngine:
             if oldest is None:
                 break  # a parked record holds the safe offset; the next record decides it
             first_offset, key = oldest
-            timeline = self._timelines[key]
-            segment = timeline.take(first_offset)
-            if not timeline:
-                del self._timelines[key]  # its heap entries are now stale
             self._truncated += 1
-            outputs.extend(self._finish(key, segment, truncated=True))
+            outputs.extend(
+                self._finish(key, self._open.take_session(key, first_offset), truncated=True)
+            )
         return outputs
 
     def _advance(self, event_time: int | None) -> list[EngineOutput]:
@@ -501,67 +461,22 @@ class SessionEngine:
             return []  # several producers, and the slowest has no clock yet
         # Even without a new stream time, a fragment (an END) can be final at once.
         line = self._stream_time_ms - self.timing.grace_ms
-        folds, gate = self._folds, self._gate
-        while folds.earliest <= line and (entry := folds.pop_due(line)) is not None:
-            due, key = entry
-            timeline = self._timelines.get(key)
-            if timeline is not None and timeline.fold_due == due:
-                timeline.fold_due = None
-                if gate is not None and gate.keeps(key):
-                    continue  # kept raw for a resize (rescheduled by its next change)
-                hooks.fold_below(self.processor, timeline, line)
-                self._schedule(timeline)
+        final = self._open.due(line, self.processor, self._gate)
+        if final is None:
+            return []
         outputs: list[EngineOutput] = []
-        deadlines = self._deadlines
-        while deadlines.earliest <= line and (entry := deadlines.pop_due(line)) is not None:
-            due, key = entry
-            timeline = self._timelines.get(key)
-            if timeline is None or timeline.deadline_due != due:
-                continue  # stale: superseded by an earlier deadline that already fired
-            timeline.deadline_due = None
-            if gate is not None and gate.keeps(key):
-                continue  # kept open for a resize (rescheduled by its next change)
-            for segment in timeline.pop_final(line, self.timing):
-                outputs.extend(self._finish(key, segment))
-            if timeline:
-                self._schedule(timeline)
-            else:
-                del self._timelines[key]
+        for key, segment in final:
+            outputs.extend(self._finish(key, segment))
         return outputs
 
     def _close_all(self) -> list[EngineOutput]:
-        pending = [(key, s) for key, tl in self._timelines.items() for s in tl.pop_all()]
-        self._timelines.clear()
-        self._deadlines.clear()
-        self._folds.clear()
         outputs: list[EngineOutput] = []
-        for key, segment in sorted(pending, key=lambda item: item[1].first_offset):
+        for key, segment in self._open.pop_all():
             outputs.extend(self._finish(key, segment))
         return outputs
 
     def _opened_before(self, first_offset: int, key: str) -> int | None:
-        return self._timelines[key].opened_before(first_offset)
-
-    def _deadline_of(self, key: str) -> int | None:
-        timeline = self._timelines.get(key)
-        return None if timeline is None else timeline.deadline_due
-
-    def _fold_of(self, key: str) -> int | None:
-        timeline = self._timelines.get(key)
-        return None if timeline is None else timeline.fold_due
-
-    def _schedule(self, timeline: KeyTimeline) -> None:
-        """Make sure the queues fire for the key's next deadline and its next member to fold."""
-        deadline = timeline.next_deadline(self.timing)
-        if deadline is not None and (
-            timeline.deadline_due is None or deadline < timeline.deadline_due
-        ):
-            timeline.deadline_due = deadline
-            self._deadlines.add(deadline, timeline.key)
-        first = timeline.first_raw_ts()
-        if first is not None and (timeline.fold_due is None or first + 1 < timeline.fold_due):
-            timeline.fold_due = first + 1
-            self._folds.add(first + 1, timeline.key)
+        return self._open.timelines[key].opened_before(first_offset)
 
     def _finish(self, key: str, segment: Segment, *, truncated: bool = False) -> list[EngineOutput]:
         pending = segment.raw

@@ -19,7 +19,7 @@ when the engine gains one that is in none of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Final
 
 from sessionizer.producer_clocks import ProducerClocks
@@ -65,8 +65,9 @@ class EngineState:
     """The live producers, their clocks and their history since the safe offset."""
 
 
-CARRIED: Final = tuple(f"_{field.name}" for field in fields(EngineState))
-"""The engine attributes an `EngineState` carries (its fields, with a leading underscore)."""
+CARRIED: Final = ("_stream_time_ms", "_tracker", "_open", "_parked", "_clocks")
+"""The engine attributes an `EngineState` carries: `_open` (`OpenSessions`) as the fields
+`timelines`, `deadlines` and `folds`, each other one as the field of its name."""
 REBUILT: Final = ("stream", "processor", "timing", "_epoch", "_budget", "_gate")
 """The engine attributes the next owner's constructor sets (from its processor and state).
 

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-_CALLERS: Final = frozenset({__name__, "sessionizer.engine"})
+_CALLERS: Final = frozenset({__name__, "sessionizer.engine", "sessionizer.open_sessions"})
 """The modules that call the user's hooks (their frames are not in a hook's `trace`)."""
 
 

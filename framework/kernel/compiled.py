@@ -58,6 +58,7 @@ DIR_ENV: Final = "SESSIONIZER_COMPILED_DIR"
 MANIFEST: Final = "manifest.json"
 MODULES: Final = (
     "sessionizer.engine",
+    "sessionizer.open_sessions",
     "sessionizer.due_queue",
     "sessionizer.timeline",
     "sessionizer.hooks",

@@ -24,6 +24,7 @@ from sessionizer.handover import (
     processor_identity,
     restore_engine,
 )
+from sessionizer.open_sessions import OpenSessions
 from sessionizer.timeline import KeyTimeline, Segment
 from state.record import StreamState
 from state.tracker import SafeOffsetTracker
@@ -46,6 +47,8 @@ def _plain(value: Any) -> Any:
         return (type(value).__name__, [_plain(item) for item in value])
     if isinstance(value, DueQueue):  # stale entries are not carried: they decide nothing
         return value.live()
+    if isinstance(value, OpenSessions):  # stale queue entries are not carried either
+        return (_plain(value.timelines), value.queued())
     if isinstance(value, bytearray):
         return bytes(value)
     if hasattr(value, "export_state"):  # a part with its own handover test (producer clocks)
