@@ -74,6 +74,7 @@ from benchmarks.report import RESULTS, SCENARIOS, load_payloads, render
 from benchmarks.tables import show
 from benchmarks.targets import COLUMNS as TARGET_COLUMNS
 from benchmarks.targets import figures
+from framework.kernel import compiled
 
 __all__ = ["main"]
 
@@ -154,8 +155,14 @@ def _machine() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "java": _first_line(["java", "-version"]),
-        "hot path (SESSIONIZER_HOT_PATH)": os.environ.get("SESSIONIZER_HOT_PATH", "python"),
+        # The nodes' path: they inherit this process's environment and build.
+        "hot path (SESSIONIZER_HOT_PATH)": _hot_path(),
     }
+
+
+def _hot_path() -> str:
+    chosen = compiled.choice()
+    return f"{chosen.path} (asked: {chosen.requested}; {chosen.reason})"
 
 
 def _first_line(command: list[str]) -> str:

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from framework.kernel import compiled
+
 pytest_plugins = ["framework.testing"]
+
+# This process runs the reference, the Python path, unless the environment asks otherwise:
+# the engine's unit tests here test it, and test_hot_path_compiled.py runs them again in a
+# child on the compiled path.  The processes the tests start (nodes) are not pinned: they
+# run the default, `auto`, which is the compiled path once `make install` has built it.
+if compiled.ENV not in os.environ:
+    os.environ[compiled.ENV] = "python"
+    compiled.choice()  # decided once per process, now
+    del os.environ[compiled.ENV]
 
 # Not imported from framework.testing: importing the plugin here, before pytest registers it,
 # would keep pytest from rewriting its asserts.

@@ -2,11 +2,12 @@
 
 `SESSIONIZER_HOT_PATH=compiled` runs the modules that `deploy/build_compiled.py`
 compiled with mypyc (`make install` builds them into `build/compiled/` of the source
-tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, the key
-timelines, the hook glue, the safe-offset tracker and the stream task, as C extension
-modules of the same names.  `python` (the default) runs the `.py` files: the
-reference, which the compiled modules are built from and tested against
-(tests/unit/test_hot_path_equivalence.py).
+tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, its open
+sessions and their queues, the key timelines, the hook glue and the safe-offset
+tracker (`MODULES`), as C extension modules of the same names.  `python` runs the
+`.py` files: the reference, which the compiled modules are built from and tested
+against (tests/unit/test_hot_path_equivalence.py).  `auto`, the default, runs the
+build when there is one that can run here, else Python, and says why.
 
 The choice is made once per process, at the first import of a package that holds a
 compiled module (`state`, `sessionizer`, `framework.node`): each package's `__init__`
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
 __all__ = [
+    "AUTO",
     "DIR_ENV",
     "ENV",
     "FAILED",
@@ -53,6 +55,8 @@ __all__ = [
 
 HotPath: TypeAlias = Literal["compiled", "python"]
 PATHS: Final[tuple[HotPath, ...]] = ("compiled", "python")
+AUTO: Final = "auto"
+"""The default request: the compiled path when a build can run, else Python."""
 ENV: Final = "SESSIONIZER_HOT_PATH"
 DIR_ENV: Final = "SESSIONIZER_COMPILED_DIR"
 MANIFEST: Final = "manifest.json"
@@ -79,13 +83,18 @@ class Choice:
     """The hot path of this process: what was asked, what runs, and why."""
 
     requested: str
-    """What `SESSIONIZER_HOT_PATH` asks for ("python" when unset)."""
+    """What `SESSIONIZER_HOT_PATH` asks for (`AUTO` when unset)."""
     path: HotPath
     """What runs."""
     reason: str
     """Why this path runs (the build used, or why it was not)."""
     modules: tuple[str, ...] = ()
     """The compiled modules, when `path` is compiled."""
+
+    @property
+    def as_asked(self) -> bool:
+        """False when a request for one path got the other (a node warns)."""
+        return self.requested == AUTO or self.requested == self.path
 
 
 def source_root() -> Path:
@@ -152,11 +161,11 @@ def build_problem(build: Path) -> str | None:
 
 
 def _decide() -> Choice:
-    requested = os.environ.get(ENV, "python")
-    if requested != "compiled":
-        if requested == "python":
-            return Choice(requested, "python", "the reference (the default)")
-        return Choice(requested, "python", f"{ENV} must be one of {', '.join(PATHS)}")
+    requested = os.environ.get(ENV) or AUTO
+    if requested == "python":
+        return Choice(requested, "python", "the reference, as asked")
+    if requested not in (AUTO, "compiled"):
+        return Choice(requested, "python", f"{ENV} must be one of {AUTO}, {', '.join(PATHS)}")
     build = default_build_dir().resolve()
     problem = build_problem(build)
     if problem is not None:

@@ -43,7 +43,7 @@ def run_until_signalled(node: Node) -> int:
     # Which implementation of the engine's modules runs (framework.kernel.compiled): a
     # SESSIONIZER_HOT_PATH that cannot run (unknown, no build, a stale one) runs Python.
     chosen = compiled.choice()
-    (log.info if chosen.path == chosen.requested else log.warning)(
+    (log.info if chosen.as_asked else log.warning)(
         "hot_path",
         node=config.node_id,
         path=chosen.path,

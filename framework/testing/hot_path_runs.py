@@ -90,8 +90,8 @@ def require_compiled(reason: str) -> None:
     if missing is not None:
         pytest.skip(f"no compiled hot path on this machine: {missing}")
     pytest.fail(
-        f"SESSIONIZER_HOT_PATH=compiled runs Python here ({reason}); build it: make install "
-        "(or .venv/bin/python deploy/build_compiled.py)"
+        f"the compiled hot path should run, but Python runs here ({reason}); build it: "
+        "make install (or .venv/bin/python deploy/build_compiled.py)"
     )
 
 

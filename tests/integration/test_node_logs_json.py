@@ -9,6 +9,7 @@ to say. Every line must parse, and a library repeating itself (librdkafka logs
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,8 +22,10 @@ from typing import Any
 import pytest
 
 from framework.cluster import LocalCluster, wait_until
+from framework.kernel import compiled
 from framework.logging import REPEAT_INTERVAL_S
 from framework.testing.cli import cli_json
+from framework.testing.hot_path_runs import require_compiled
 
 pytestmark = pytest.mark.integration
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
@@ -118,6 +121,7 @@ def test_every_line_of_a_node_run_is_json_also_while_the_servers_are_down(
         unrouted = [line for line in lines if not _is_json(line)]
         assert lines and not unrouted, f"{client}: {unrouted[:5]}"
         events = [json.loads(line) for line in lines]
+        _ran_the_default_hot_path(client, events)
         library = [e for e in events if _library(e) and e["event"] != "library_lines_suppressed"]
         assert {str(e["logger"]).split(".")[0] for e in library} >= {
             "librdkafka" if client == "confluent" else "kafka",
@@ -129,3 +133,12 @@ def test_every_line_of_a_node_run_is_json_also_while_the_servers_are_down(
         )
         allowed = 1 + int(outage // REPEAT_INTERVAL_S)
         assert max(said.values()) <= allowed, said.most_common(3)
+
+
+def _ran_the_default_hot_path(client: str, events: list[dict[str, Any]]) -> None:
+    """A node says which hot path it runs; by default the compiled one, once it is built."""
+    chosen = [e for e in events if e["event"] == "hot_path"]
+    requested = os.environ.get(compiled.ENV) or compiled.AUTO
+    assert [e["requested"] for e in chosen] == [requested], f"{client}: {chosen}"
+    if requested != "python" and chosen[0]["path"] != "compiled":
+        require_compiled(f"{client}: {chosen[0]['reason']}")

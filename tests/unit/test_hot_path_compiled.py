@@ -66,7 +66,42 @@ def test_an_unknown_path_runs_python_and_says_why() -> None:
         text=True,
         check=True,
     )
-    assert "path='python'" in child.stdout and "must be one of compiled, python" in child.stdout
+    assert "path='python'" in child.stdout
+    assert "must be one of auto, compiled, python" in child.stdout
+
+
+def _choice_in_child(**env: str) -> str:
+    """`compiled.choice()` of a fresh process whose environment lacks SESSIONIZER_HOT_PATH."""
+    base = {name: value for name, value in os.environ.items() if name != compiled.ENV}
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from framework.kernel import compiled; c = compiled.choice(); print(c, c.as_asked)",
+        ],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return child.stdout.strip()
+
+
+def test_by_default_a_process_runs_the_build_when_it_can() -> None:
+    default = _choice_in_child()
+    assert "requested='auto'" in default and default.endswith("True"), default
+    if "path='compiled'" not in default:
+        require_compiled(default)
+
+
+def test_by_default_a_process_without_a_build_runs_python_and_says_why(tmp_path: Path) -> None:
+    default = _choice_in_child(**{compiled.DIR_ENV: str(tmp_path / "nothing")})
+    assert "requested='auto', path='python'" in default, default
+    assert "no build at" in default and default.endswith("True"), default
+    asked = _choice_in_child(
+        **{compiled.DIR_ENV: str(tmp_path / "nothing"), compiled.ENV: "compiled"}
+    )
+    assert "requested='compiled', path='python'" in asked and asked.endswith("False"), asked
 
 
 def test_a_stale_or_missing_build_runs_python_and_says_why(tmp_path: Path) -> None:
