@@ -1,7 +1,8 @@
 """Named child processes with JSON-lines logs, always reaped: the demo's nodes, and the tests'.
 
 A `ProcessGroup` starts commands (each a `MemberProcess` with its log file) and
-kills and reaps every one still running when it closes. Product code (the demo)
+kills and reaps every one still running when it closes; if the process that started
+them dies without closing it (kill -9), the kernel kills them. Product code (the demo)
 and test support (`framework.testing`) both build on it; it imports nothing
 of the test support.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framework.kernel.lifecycle import Lifecycle
+from framework.kernel.lifecycle import Lifecycle, die_with_parent
 
 __all__ = ["MemberProcess", "ProcessGroup"]
 
@@ -85,7 +86,13 @@ class ProcessGroup(Lifecycle):
         with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
             stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
             child_env = {**_child_env(), **(env or {})}
-            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=child_env)
+            process = subprocess.Popen(
+                command,
+                stdout=stdout,
+                stderr=stderr,
+                env=child_env,
+                preexec_fn=die_with_parent(),  # a run killed hard leaves no member behind
+            )
         member = MemberProcess(name, process, log_path)
         self.members[name] = member
         return member

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from typing import Any
 import structlog
 
 from framework.kernel.errors import ClusterError, PortInUseError
+from framework.kernel.lifecycle import die_with_parent
 
 __all__ = [
     "PORT_ATTEMPTS",
@@ -37,7 +37,6 @@ __all__ = [
     "write_state",
 ]
 
-_PR_SET_PDEATHSIG = 1
 PORT_ATTEMPTS = 3
 """How often servers start on new ports when one finds its port taken (since it was chosen)."""
 _log = structlog.get_logger("sessionizer.cluster")
@@ -99,13 +98,6 @@ def is_zombie(pid: int) -> bool:
         return True
 
 
-def _die_with_parent() -> None:
-    # Linux only: the JVM gets SIGKILL when the process that started it dies,
-    # so a test run killed hard still leaves no server behind.
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 @dataclass
 class ServerProcess:
     """A named server started from a command line, logging to one file."""
@@ -129,7 +121,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if self.die_with_parent else None,
+                preexec_fn=die_with_parent() if self.die_with_parent else None,
             )
         self.pid = self._popen.pid
 
