@@ -46,7 +46,7 @@ class EngineState:
     Its fields are the engine's parts themselves, not copies (copying the open
     sessions would cost what encoding them costs): export it when the engine is
     done, as a handover does when the stream is released, and restore it once.
-    Each field is one engine attribute (`CARRIED`).
+    Its fields are the engine attributes `CARRIED` names (`_open` as three of them).
     """
 
     stream_time_ms: int | None
@@ -56,9 +56,9 @@ class EngineState:
     timelines: tuple[KeyTimeline, ...]
     """Each key's open sessions and its schedule, in the engine's order."""
     deadlines: tuple[tuple[int, str], ...]
-    """The deadline heap: (due time, key), heap-ordered, stale entries and all."""
+    """The deadline queue's entries that still count: (due time, key), sorted."""
     folds: tuple[tuple[int, str], ...]
-    """The fold heap: (due time, key), heap-ordered, stale entries and all."""
+    """The fold queue's entries that still count: (due time, key), sorted."""
     parked: Parked | None
     """A record waiting for the next record's verdict (`max_lead`), if any."""
     clocks: ProducerClocks
