@@ -90,11 +90,16 @@ class Choice:
     """Why this path runs (the build used, or why it was not)."""
     modules: tuple[str, ...] = ()
     """The compiled modules, when `path` is compiled."""
+    build_unusable: bool = False
+    """A build is there but cannot run here (stale, for another Python, does not load)."""
 
     @property
     def as_asked(self) -> bool:
-        """False when a request for one path got the other (a node warns)."""
-        return self.requested == AUTO or self.requested == self.path
+        """False when a request for one path got the other, or `auto` found a build it could
+        not run (a node warns: a stale build runs Python where compiled was meant to)."""
+        if self.requested == AUTO:
+            return not self.build_unusable
+        return self.requested == self.path
 
 
 def source_root() -> Path:
@@ -169,14 +174,16 @@ def _decide() -> Choice:
     build = default_build_dir().resolve()
     problem = build_problem(build)
     if problem is not None:
-        return Choice(requested, "python", problem)
+        # A build that failed (no C compiler) or is absent is this machine's way; one that
+        # is there but cannot run is a mistake to point out.
+        return Choice(requested, "python", problem, build_unusable=(build / MANIFEST).is_file())
     data = json.loads((build / MANIFEST).read_text(encoding="utf-8"))
     if str(build) not in sys.path:
         sys.path.append(str(build))
     try:  # mypyc's library: the code of every compiled module (and its runtime)
         importlib.import_module(data["runtime"])
     except ImportError as exc:
-        return Choice(requested, "python", f"the build does not load: {exc}")
+        return Choice(requested, "python", f"the build does not load: {exc}", build_unusable=True)
     return Choice(requested, "compiled", f"mypyc build at {build}", tuple(data["modules"]))
 
 

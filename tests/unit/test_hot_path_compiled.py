@@ -12,7 +12,9 @@ asked for, and says so.
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +104,22 @@ def test_by_default_a_process_without_a_build_runs_python_and_says_why(tmp_path:
         **{compiled.DIR_ENV: str(tmp_path / "nothing"), compiled.ENV: "compiled"}
     )
     assert "requested='compiled', path='python'" in asked and asked.endswith("False"), asked
+
+
+def test_by_default_a_stale_build_runs_python_and_is_not_what_was_meant(tmp_path: Path) -> None:
+    build = compiled.default_build_dir().resolve()
+    problem = compiled.build_problem(build)
+    if problem is not None:
+        require_compiled(problem)
+    stale = tmp_path / "compiled"
+    shutil.copytree(build, stale)
+    manifest = json.loads((stale / compiled.MANIFEST).read_text())
+    first = sorted(manifest["sources"])[0]
+    manifest["sources"][first] = "0" * 64  # as if the source changed since the build
+    (stale / compiled.MANIFEST).write_text(json.dumps(manifest))
+    default = _choice_in_child(**{compiled.DIR_ENV: str(stale)})
+    assert "requested='auto', path='python'" in default, default
+    assert f"stale: {first} changed" in default and default.endswith("False"), default
 
 
 def test_a_stale_or_missing_build_runs_python_and_says_why(tmp_path: Path) -> None:
