@@ -7,13 +7,16 @@ same choice outside pytest.
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from types import FrameType
+from typing import Literal, NoReturn
 
 import pytest
 from kazoo.client import KazooClient
@@ -25,6 +28,20 @@ __all__ = ["Servers", "provide_servers"]
 ServerSource = Literal["environment", "testcontainers", "local"]
 _ZOOKEEPER_IMAGE = "zookeeper:3.9.5"
 _KAFKA_IMAGE = "apache/kafka:4.1.1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM stops a run as Ctrl-C does, so every fixture's teardown runs: the servers'
+    directories, nodes and network namespaces go too (a SIGTERM would otherwise end the
+    process where it stands).  A handler someone else set is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_as_interrupted)
+
+
+def _stop_as_interrupted(signum: int, _frame: FrameType | None) -> NoReturn:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
 
 @dataclass(frozen=True)
