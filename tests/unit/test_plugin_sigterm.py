@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = 'pytest_plugins = ["framework.testing"]\n'
 TESTS = """
-import time
+import signal
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,7 @@ def cleaned() -> object:
 
 def test_runs_until_stopped(cleaned: object) -> None:
     (HERE / "running").write_text("yes")
-    time.sleep(600)
+    signal.pause()  # until the run is stopped
 """
 
 

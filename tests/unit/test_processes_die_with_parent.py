@@ -17,15 +17,16 @@ from framework.cluster import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Both processes wait for a signal: they run until killed.
 PARENT = """
-import sys, time
+import signal, sys
 from pathlib import Path
 from framework.processes import ProcessGroup
 
 group = ProcessGroup(Path(sys.argv[1]))
-member = group.spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"])
+member = group.spawn("waiter", [sys.executable, "-c", "import signal; signal.pause()"])
 print(member.process.pid, flush=True)
-time.sleep(600)
+signal.pause()
 """
 
 
