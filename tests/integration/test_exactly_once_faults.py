@@ -306,7 +306,7 @@ def _transactions(connection: ConnectionConfig) -> str:
     try:
         found = admin.describe_producers([TopicPartition(t, 0) for t in topics])
         for partition, state in found.items():
-            open_ = [p for p in state.active_producers if p.current_txn_start_offset >= 0]
+            open_ = [p for p in state.active_producers if p.current_transaction_start_offset >= 0]
             lines.append(f"{partition.topic}: open {open_}")
         listed = admin.list_transactions()
         lines.append(f"transactions: {listed}")
