@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from framework.kafka.closing import close_aside
 from framework.kafka.confluent import ConfluentProducer
 from framework.kafka.errors import CONFLUENT, ClientError
 from framework.kafka.transactional import (
@@ -71,6 +72,7 @@ class ConfluentTransactional(ConfluentProducer):
     def __init__(self, transactional_id: str, settings: Mapping[str, Any]) -> None:
         self.transactional_id = transactional_id
         self._open = False
+        self._closed = False
         super().__init__({**settings, "transactional.id": transactional_id})
 
     @property
@@ -106,18 +108,28 @@ class ConfluentTransactional(ConfluentProducer):
         self._failures.clear()  # reported by the commit, never by a flush
 
     def close(self, timeout: float | None = None) -> None:
-        """Abort an open transaction (best effort), then stop librdkafka's threads."""
+        """Abort an open transaction (best effort, up to `timeout`: default 5 s), drop what is
+        queued, then release librdkafka's handle without waiting on the cluster."""
+        if self._closed:
+            return
+        self._closed = True
+        wait = 5.0 if timeout is None else timeout
         if self._open:
             # Else the next owner's init_transactions (or the broker's timeout) aborts it.
             with suppress(ClientError):
-                self.abort(5.0 if timeout is None else timeout)
-        # A fenced (fatal) producer refuses even these; it is released all the same.
+                self.abort(wait)
+        # A fenced (fatal) producer refuses even this; it is released all the same.
         with suppress(ClientError), CONFLUENT:
             self._producer.purge()
-        close = getattr(self._producer, "close", None)  # confluent-kafka >= 2.13
-        if close is not None:
-            with suppress(ClientError), CONFLUENT:
-                close()
+        # Not `Producer.close()`: since confluent-kafka 2.16 it aborts an open transaction
+        # with no deadline, which does not return while the coordinator is away, nor at all
+        # after some failed commits (a node's loop hung in it after a broker restart). The
+        # handle's last reference, dropped on a thread of its own, runs `rd_kafka_destroy`:
+        # no abort, no flush. This object lets go of it first (its delivery callback, bound
+        # to this object, would otherwise keep the handle in a cycle until a collection).
+        handle: list[Any] = [self._producer]
+        del self._producer, self._produce
+        close_aside(handle.clear, self.transactional_id).join(wait)
 
 
 class ConfluentCommittedLog:

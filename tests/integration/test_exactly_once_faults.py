@@ -11,7 +11,9 @@ or aborted, and say so in its log (docs/exactly-once.md's events).
 from __future__ import annotations
 
 import json
+import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +26,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from framework.cluster import LocalCluster
+from framework.kafka import open_transactional_producer
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
@@ -47,6 +51,7 @@ from router.hashing import stream_for_key
 from router.naming import sessions_topic
 from router.readback import read_topics
 from sessionizer.examples.weblog import WebSessions
+from sessionizer.kafka_sink import OutputProducerSettings
 
 pytestmark = pytest.mark.integration
 
@@ -174,6 +179,53 @@ def test_every_session_once_after_kill_9_a_zombie_and_a_broker_restart(
     assert late, "the zombie's late transaction was neither fenced nor aborted"
     assert result.lost == 0 and result.extra == 0, result
     assert result.duplicates == 0, result  # exactly once, with no de-duplication
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_a_producer_whose_transaction_cannot_end_closes_while_the_broker_is_away(
+    cluster: LocalCluster, app: str, client: str
+) -> None:
+    """What a node does when a commit fails and its abort times out (a broker restart): it
+    closes the producer at once and goes on. confluent-kafka 2.16's `Producer.close()` waits
+    for that abort with no deadline: a node's loop hung in it (CI, confluent)."""
+    provision_streams(ConnectionConfig(cluster.zk_connect, cluster.bootstrap, app), 1)
+    topic = sessions_topic(app)
+    threads = _os_threads()
+    settings = OutputProducerSettings(cluster.bootstrap, f"{app}-close", 2.0, 2**20, 2**20, {})
+    producer = open_transactional_producer(
+        client,
+        f"{app}.close",
+        kafka_python=settings.kafka_python(),
+        confluent=settings.confluent(),
+    )
+    try:
+        producer.init(30)
+        producer.begin()
+        producer.send(topic, b"k", b"before the outage", partition=0)
+        producer.commit(30)  # the partition's leader and the coordinator are known
+        producer.begin()
+        producer.send(topic, b"k", b"delivered, in the open transaction", partition=0)
+        assert producer.flush(30) == []  # so the coordinator knows the transaction
+        cluster.stop("kafka1")
+        with pytest.raises(ClientError):  # queued past the delivery timeout: cannot commit
+            for _ in range(100):
+                producer.send(topic, b"k", b"during the outage", partition=0)
+            producer.commit(10)
+        with pytest.raises(ClientError):  # the coordinator is away
+            producer.abort(2)
+        assert producer.in_transaction
+        closing = threading.Thread(target=producer.close, args=(0.0,), daemon=True)
+        closing.start()
+        wait_for(lambda: not closing.is_alive(), 30, f"{client}: close(0) with Kafka away")
+        # Released, not only returned: the client's threads are gone.
+        wait_for(lambda: _os_threads() <= threads, 30, f"{client}: its threads to end")
+    finally:
+        cluster.start("kafka1")
+
+
+def _os_threads() -> int:
+    """This process's threads, the clients' own (librdkafka's are not Python's) included."""
+    return len(os.listdir("/proc/self/task"))
 
 
 def _kill_9(

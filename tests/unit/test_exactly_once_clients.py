@@ -105,15 +105,16 @@ class _FencedHandle:
     def _fatal(self, *args: Any) -> None:
         raise KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
 
-    abort_transaction = purge = close = _fatal
+    abort_transaction = purge = close = produce = _fatal
 
 
 def test_closing_a_fenced_confluent_producer_raises_nothing() -> None:
     from framework.kafka.transactional_confluent import ConfluentTransactional
 
     producer = object.__new__(ConfluentTransactional)
-    producer.transactional_id, producer._open = "a.s", True
+    producer.transactional_id, producer._open, producer._closed = "a.s", True, False
     producer._producer = _FencedHandle()  # type: ignore[assignment]
+    producer._produce = producer._producer.produce
     producer.close(0.1)  # a node dropping a fenced stream must not crash on it
 
 
