@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaTimeoutError
@@ -21,15 +21,24 @@ def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
     return kafka_python_settings(properties, KafkaProducer.DEFAULT_CONFIG)
 
 
+_SETTLE_EVERY: Final = 4096
+"""Sends between two looks at which of the kept futures are done: a producer that never
+flushes (`sessionizer produce` of an endless input) keeps those in flight, not every one."""
+
+
 class KafkaPythonProducer:
-    """`KafkaProducer`; each send's future is kept, and `flush` reports the failed ones."""
+    """`KafkaProducer`; each send's future is kept until it is done, and `flush` reports the
+    failed ones."""
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self._settings = dict(settings)
-        # (future, topic, key, token) of every send since the last flush.  A plain list
-        # on the caller's thread: an errback per send took kafka-python's future lock
-        # and built a partial for every record, a few percent of the node's loop.
+        # (future, topic, key, token) of the sends not yet seen done.  A plain list on the
+        # caller's thread: an errback per send took kafka-python's future lock and built a
+        # partial for every record, a few percent of the node's loop.
         self._pending: list[tuple[Any, str, bytes | None, object]] = []
+        self._failed: list[DeliveryFailure] = []
+        """Failures seen done since the last flush (by `_settle`)."""
+        self._settle_in = _SETTLE_EVERY
         with CLIENT:
             self._producer = KafkaProducer(**settings)
 
@@ -62,6 +71,34 @@ class KafkaPythonProducer:
                 raise
             raise failed from exc
         self._pending.append((future, topic, key, token))
+        self._settle_in -= 1
+        if self._settle_in <= 0:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Keep only the sends still in flight; a failed one waits in `_failed` for `flush`."""
+        in_flight = []
+        for entry in self._pending:
+            future = entry[0]
+            if not future.is_done:
+                in_flight.append(entry)
+            elif future.exception is not None:
+                self._failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
+        self._pending, self._settle_in = in_flight, _SETTLE_EVERY
+
+    @property
+    def unsettled(self) -> int:
+        """Sends kept until they are seen done (at most `_SETTLE_EVERY` plus those in flight)."""
+        return len(self._pending)
+
+    def _undelivered(self) -> list[str]:
+        """Why each failed send since the last flush (or `_forget_sends`) failed."""
+        pending = [repr(f.exception) for f, *_ in self._pending if f.exception is not None]
+        return [failure.detail for failure in self._failed] + pending
+
+    def _forget_sends(self) -> None:
+        """Drop every send kept (a transaction's end settled them all)."""
+        self._pending, self._failed, self._settle_in = [], [], _SETTLE_EVERY
 
     def topic_sender(self, topics: Sequence[str]) -> TopicSend:
         """`send` to partition 0 of `topics[index]` (kafka-python's own send is Python: the
@@ -75,12 +112,13 @@ class KafkaPythonProducer:
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every acknowledgement; return the failures since the last flush."""
-        pending, self._pending = self._pending, []
+        pending, failed = self._pending, self._failed
+        self._forget_sends()
         # Not settled in time: what failed is replayed with everything else unsettled.
         with FLUSHING:
             self._producer.flush(timeout=timeout)
         # After a complete flush every future is done; `exception` is set on the failed ones.
-        return [
+        return failed + [
             _failure(topic, key, token, future.exception)
             for future, topic, key, token in pending
             if future.exception is not None

@@ -120,7 +120,7 @@ class KafkaPythonTransactional(KafkaPythonProducer):
         """The bump aborted the transaction: fail what is still queued for it (it would go
         out in the next transaction that writes to its partitions), and forget its sends."""
         self._producer._accumulator.abort_undrained_batches(TransactionAbortedError())
-        self._pending.clear()
+        self._forget_sends()
         self._open = False
 
     def _end(self, commit: bool, timeout: float) -> None:
@@ -146,7 +146,7 @@ class KafkaPythonTransactional(KafkaPythonProducer):
             # sent as done, or the broker completed it first; which, nobody here knows.
             self._unknown = True
             raise TransactionAborted(f"{self.transactional_id}: {doing}: the epoch was bumped")
-        self._pending.clear()  # each send's outcome was the transaction's
+        self._forget_sends()  # each send's outcome was the transaction's
         self._open = False
 
     def _start_ending(self, commit: bool, timeout: float) -> None:
@@ -156,9 +156,9 @@ class KafkaPythonTransactional(KafkaPythonProducer):
             self._producer.flush(timeout=timeout)
             # kafka-python fails a batch whose delivery timed out (a broker restart) without
             # failing the transaction: committing then would lose its records.
-            failed = [f.exception for f, *_ in self._pending if f.exception is not None]
+            failed = self._undelivered()
             if failed:
-                raise _Undelivered(f"{len(failed)} sends failed (first: {failed[0]!r})")
+                raise _Undelivered(f"{len(failed)} sends failed (first: {failed[0]})")
         self._ending_commit = commit
         start = self._manager.begin_commit if commit else self._manager.begin_abort
         self._ending = start()

@@ -23,6 +23,7 @@ from kafka.producer.transaction_manager import (
     TransactionState,
 )
 
+from framework.kafka import kafka_python as kafka_python_producer
 from framework.kafka.errors import ClientError, SendFailed
 from framework.kafka.transactional import ProducerFenced, TransactionAborted, TransactionRetriable
 from framework.kafka.transactional_confluent import _transactional
@@ -145,9 +146,10 @@ class _SteppedManager(TransactionManager):  # type: ignore[misc]  # kafka-python
 
 
 class _Sent:
-    """A send's future: `exception` is set when its delivery failed."""
+    """A send's future: `exception` is set when its delivery failed (and `is_done`)."""
 
     exception: BaseException | None = None
+    is_done = False
 
 
 class _FakeKafkaProducer:
@@ -281,6 +283,21 @@ def test_a_send_whose_delivery_failed_fails_the_commit_instead_of_committing_wit
         producer.commit(1.0)
     producer.abort(1.0)  # the stream is rewound and sends its sessions again
     assert not producer.in_transaction
+
+
+def test_a_failed_send_fails_the_commit_also_when_thousands_of_sends_followed_it(
+    bumping: Callable[..., Any],
+) -> None:
+    # The producer looks at its kept sends every few thousand and lets the done ones go: a
+    # failed one must still fail the transaction's commit.
+    producer = bumping()
+    failed = producer._producer.sent[0]
+    failed.exception, failed.is_done = KafkaTimeoutError("Batch expired"), True
+    for _ in range(3 * kafka_python_producer._SETTLE_EVERY):
+        producer.send("app.sessions", b"k", b"v")
+    assert producer.unsettled == 3 * kafka_python_producer._SETTLE_EVERY  # in flight
+    with pytest.raises(TransactionAborted, match="1 sends failed"):
+        producer.commit(1.0)
 
 
 def test_a_commit_an_epoch_bump_overtook_is_of_unknown_outcome_never_committed_or_aborted(

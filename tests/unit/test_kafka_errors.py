@@ -162,6 +162,24 @@ def test_a_flush_that_times_out_raises_and_forgets_the_sends(
     assert producer.flush(1.0) == []  # replayed by the caller's rewind, not reported again
 
 
+def test_a_producer_that_never_flushes_keeps_only_the_sends_in_flight(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    # `sessionizer produce` of an endless input flushes only at its end: every send's future
+    # was kept until then, and the producer's memory grew with every record it sent.
+    fake: Any = producer._producer
+    for n in range(20_000):
+        producer.send("app.stream.0000", b"k", b"v", token=n)
+        if n < 19_900:  # acknowledged, or failed (one); the last 100 are still in flight
+            future = fake.futures[n]
+            future.failure(KafkaTimeoutError("expired")) if n == 7 else future.success(None)
+    assert producer.unsettled <= kafka_python._SETTLE_EVERY + 100
+    for future in fake.futures[19_900:]:
+        future.success(None)
+    assert [f.token for f in producer.flush(1.0)] == [7]  # settled early, reported at flush
+    assert producer.unsettled == 0 and producer.flush(1.0) == []
+
+
 def test_a_refused_send_raises_the_projects_class(
     producer: kafka_python.KafkaPythonProducer,
 ) -> None:
