@@ -44,6 +44,7 @@ from framework.node.errors import NodeCrashed
 from framework.node.gaps import OffsetGaps
 from framework.node.handover import NodeHandover
 from framework.node.loader import load_processor
+from framework.node.loop_watch import LoopWatch
 from framework.node.metrics import HandoverMetrics, LoopHealth, MetricsServer, NodeMetrics
 from framework.node.parts import NodeParts, connect_parts
 from framework.node.ports import Coordinator, Fetched, RecordSource, SourceRecord
@@ -118,6 +119,9 @@ class Node:
         with ExitStack() as stack:
             self._assemble(self._parts or stack.enter_context(connect_parts(self.config)), stack)
             assert self._coordinator is not None
+            self._health.beat()  # connecting is not a loop step
+            health = self._health
+            stack.enter_context(LoopWatch(lambda: health.last_step, health.stall_limit, self._log))
             self._coordinator.start()
             self._log.info("node_started", app=self.config.connection.app)
             try:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from prometheus_client import generate_latest
+from structlog.testing import capture_logs
 
 from balancer.config import BalancerListener
 from balancer.machine import BalancerState
 from framework.node.metrics import LoopHealth
 from framework.node.node import Node
 from framework.node.parts import NodeParts
+from framework.testing.members import wait_for
 from framework.testing.metrics import http_get, metric_samples
 from framework.testkit.memory import (
     FlushingSink,
@@ -70,6 +72,40 @@ def test_probes_follow_the_loop_and_the_counters_match_the_node_totals() -> None
         assert final[(metric, label)] == totals[key], metric
     assert totals["sessions"] > 0 and totals["sink_failures"] == 1
     assert final[("sessionizer_commit_latency_seconds_count", label)] > 0
+
+
+def _blocked_in_a_call_with_no_deadline(until: Callable[[], object]) -> None:
+    """Stands for the call a node's loop hung in (librdkafka's `Producer.close()`)."""
+    wait_for(until, 60, "the node to log loop_stalled")
+
+
+def test_a_loop_blocked_in_a_call_is_logged_with_that_call_and_healthz_fails() -> None:
+    log = MemoryLog(log_of(FRAGMENTS, 3), per_poll=2)
+    healthz: list[tuple[int, str]] = []
+    with capture_logs() as logs:
+
+        def stalls() -> list[Any]:
+            return [e for e in logs if e["event"] == "loop_stalled"]
+
+        def probe(coordinator: LocalCoordinator) -> None:
+            if coordinator.polls == 5:  # the loop thread blocks here, mid-run
+                _blocked_in_a_call_with_no_deadline(stalls)
+                healthz.append(http_get(node.metrics_port, "/healthz"))
+
+        config = node_config(
+            metrics_port=0, metrics_host="127.0.0.1", delivery_timeout=0.1, session_timeout=0.1
+        )  # a stall limit of 5.2 s
+        node = Node(
+            config,
+            processor=WebSessions(),
+            parts=memory_parts(log, MemorySink(), VersionedMemory(), log.caught_up, on_poll=probe),
+        )
+        node.run()
+    (stalled,) = stalls()
+    assert stalled["node"] == "n1" and stalled["stalled_s"] >= config.stall_limit
+    assert "_blocked_in_a_call_with_no_deadline" in stalled["stack"]
+    assert healthz[0][0] == 503, healthz
+    assert [e for e in logs if e["event"] == "loop_recovered"], "the loop stepped again"
 
 
 class CountingLog(MemoryLog):
