@@ -16,8 +16,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Final
+
+from framework.kernel.lifecycle import Lifecycle
 
 __all__ = ["LoopWatch"]
 
@@ -25,7 +26,7 @@ _STACK_FRAMES: Final = 25
 """The innermost frames logged: where the loop waits, and what called it."""
 
 
-class LoopWatch:
+class LoopWatch(Lifecycle):
     """Logs `loop_stalled` (error, with the loop thread's stack) once the loop has not
     stepped for `limit` seconds, and `loop_recovered` when it steps again."""
 
@@ -45,16 +46,10 @@ class LoopWatch:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="loop-watch", daemon=True)
 
-    def __enter__(self) -> LoopWatch:
+    def _open(self) -> None:
         self._thread.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self._done.set()
         self._thread.join()
 
