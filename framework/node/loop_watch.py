@@ -1,9 +1,9 @@
 """`LoopWatch`: a thread that says when the node's loop stopped stepping, and where it waits.
 
-Every call the loop makes has a deadline, so a step ends within the stall limit
-(`NodeConfig.stall_limit`: a flush, then a commit round). A call that broke that
-promise held a node silently: it read nothing and logged nothing (confluent-kafka
-2.16's `Producer.close()` aborts a transaction with no deadline; docs/exactly-once.md).
+Every call the loop makes has a deadline, and a step normally ends within the stall
+limit (`NodeConfig.stall_limit`: a flush, then a commit round). A call without one
+held a node silently: it read nothing and logged nothing (confluent-kafka 2.16's
+`Producer.close()` aborts a transaction with no deadline; docs/exactly-once.md).
 `/healthz` answers 503 then, when it is served; this thread also logs it, once
 per stall and with the loop thread's stack, so that the stall names its cause.
 It only reads: the time of the last step, and the loop thread's frames.
@@ -27,8 +27,12 @@ _STACK_FRAMES: Final = 25
 
 
 class LoopWatch(Lifecycle):
-    """Logs `loop_stalled` (error, with the loop thread's stack) once the loop has not
-    stepped for `limit` seconds, and `loop_recovered` when it steps again."""
+    """Logs `loop_stalled` (with the loop thread's stack) once the loop has not stepped for
+    `limit` seconds, and `loop_recovered` when it steps again.
+
+    A warning, not an error: a step of several calls, each within its deadline, may last
+    that long too (an assignment's takes while a broker restarts).
+    """
 
     def __init__(
         self,
@@ -69,7 +73,7 @@ class LoopWatch(Lifecycle):
             stalled_at = None
         age = time.monotonic() - last
         if stalled_at is None and age >= self._limit and not done:
-            self._log.error(
+            self._log.warning(
                 "loop_stalled",
                 stalled_s=round(age, 1),
                 limit_s=self._limit,

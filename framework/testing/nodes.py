@@ -67,6 +67,7 @@ STORY_EVENTS = frozenset(
         "node_started", "stream_resumed", "streams_lost", "session_lost", "stream_fenced",
         "zookeeper_suspended", "zookeeper_resumed", "sink_flush_failed", "sink_failed",
         "commit_failed", "kafka_poll_failed", "stream_load_failed", "node_crashed", "node_stopped",
+        "loop_stalled", "loop_recovered",
     }
 )  # fmt: skip
 
@@ -79,8 +80,11 @@ def node_story(group: NodeGroup, events: Collection[str] = STORY_EVENTS) -> str:
         lines.append(f"--- {name} ({'running' if code is None else f'exited {code}'})")
         for event in member.events():
             if event.get("event") in events or event.get("level") in ("error", "critical"):
-                fields = {k: v for k, v in event.items() if k not in ("event", "node", "level")}
+                skipped = ("event", "node", "level", "stack")
+                fields = {k: v for k, v in event.items() if k not in skipped}
                 lines.append(f"{event['event']} {json.dumps(fields, default=str)[:300]}")
+                # A stalled loop's innermost frames: the call it waits in.
+                lines.extend(f"  | {f}" for f in str(event.get("stack", "")).splitlines()[-8:])
         if code is not None:  # what it printed last that is no event: its error line
             text = member.log_path.read_text(errors="replace").splitlines()
             lines.extend(f"  | {line}" for line in text[-40:] if not line.startswith("{"))
