@@ -14,7 +14,9 @@ building are not timed.  Rows:
 - `WebSessions + commits`: plus `snapshot()` and `encode()` every 1,000 records;
 - `no-op hooks`: a processor whose hooks do nothing (the engine's own cost);
 - `WebSessions, wire records`: the node's path from a Kafka record to the engine,
-  `StreamTask.handle` over the records' encoded bytes (decoding included).
+  `StreamTask.handle` over the records' encoded bytes (decoding included);
+- `DeclarativeWebSessions` (and its wire records): the same sessions declared as
+  aggregates (`sessionizer.declarative`), folded without Python hooks.
 
 `--baseline REF` runs every row with the engine (and `StreamTask`) of git `REF`
 too, imported side by side in this process (`benchmarks.engine_memory`), the runs
@@ -42,6 +44,7 @@ from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.wire import encode_fragment, encode_watermark
 from sessionizer.examples import WebSessions
+from sessionizer.examples.weblog_declarative import DeclarativeWebSessions
 from state.record import StreamState
 
 __all__ = ["main"]
@@ -157,6 +160,8 @@ CASES: list[tuple[str, Callable[[], StreamProcessor[Any]], str]] = [
     ("WebSessions + commits", WebSessions, "commits"),
     ("no-op hooks", NoOpSessions, "engine"),
     ("WebSessions, wire records", WebSessions, "wire"),
+    ("DeclarativeWebSessions", DeclarativeWebSessions, "engine"),
+    ("DeclarativeWebSessions, wire records", DeclarativeWebSessions, "wire"),
 ]
 
 

@@ -1,7 +1,7 @@
 """Bytes per open session of `SessionEngine` with `WebSessions`, grace 0: Python heap and RSS.
 
     .venv/bin/python -m benchmarks.session_memory [--sessions 200000] [--requests 3]
-        [--paths python compiled]
+        [--paths python compiled] [--processor web|declarative]
 
 Issue 24's memory figure: `--sessions` visitors (distinct keys `"<ip>|<agent>"`, the
 agents and request fields of tests/data/apache_logs, or the traffic generator's
@@ -19,6 +19,9 @@ Two figures per hot path (`--paths`: the `.py` modules, and the mypyc build that
   minus before it, divided by the open sessions;
 - RSS: the resident set (`/proc/self/statm`) after minus before, divided by the
   open sessions (what a native allocation would add counts here).
+
+`--processor declarative` measures `DeclarativeWebSessions` (the same visits declared
+as aggregates, sessionizer.declarative) instead of `WebSessions`.
 
 The target (issue 24): at most 800 B per open session on both, on each path.  A
 path asked for but not loaded (no build, or a stale one) is reported as such
@@ -47,6 +50,7 @@ from framework.kernel.compiled import ENV as HOT_PATH_ENV
 from framework.kernel.compiled import choice as hot_path_choice
 from sessionizer.engine import SessionEngine
 from sessionizer.examples import WebSessions
+from sessionizer.examples.weblog_declarative import DeclarativeWebSessions
 
 __all__ = ["main", "measure", "section"]
 
@@ -62,6 +66,18 @@ class NoGrace(WebSessions):
     """`WebSessions` with no grace: every fragment is folded once stream time passes it."""
 
     grace = 0
+
+
+class DeclaredNoGrace(DeclarativeWebSessions):
+    """`DeclarativeWebSessions` with no grace."""
+
+    grace = 0
+
+
+PROCESSORS: dict[str, type[WebSessions] | type[DeclarativeWebSessions]] = {
+    "web": NoGrace,
+    "declarative": DeclaredNoGrace,
+}
 
 
 def _templates() -> list[dict[str, Any]]:
@@ -102,9 +118,9 @@ def workload(sessions: int, requests: int) -> list[tuple[bytes, int, bytes] | in
     return records
 
 
-def _feed(records: list[tuple[bytes, int, bytes] | int]) -> SessionEngine:
+def _feed(records: list[tuple[bytes, int, bytes] | int], processor: str) -> SessionEngine:
     """Run the records through a fresh engine; no session may end."""
-    engine = SessionEngine(STREAM, NoGrace())
+    engine = SessionEngine(STREAM, PROCESSORS[processor]())
     for offset, record in enumerate(records):
         if isinstance(record, int):
             produced = engine.process_watermark(offset, record)
@@ -123,7 +139,9 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure(records: list[tuple[bytes, int, bytes] | int], method: str) -> dict[str, Any]:
+def measure(
+    records: list[tuple[bytes, int, bytes] | int], method: str, processor: str = "web"
+) -> dict[str, Any]:
     """Bytes per open session by `method` ("heap" or "rss") in this process."""
     gc.collect()
     if method == "heap":
@@ -131,7 +149,7 @@ def measure(records: list[tuple[bytes, int, bytes] | int], method: str) -> dict[
         before = tracemalloc.get_traced_memory()[0]
     else:
         before = _rss_bytes()
-    engine = _feed(records)
+    engine = _feed(records, processor)
     gc.collect()
     if method == "heap":
         after = tracemalloc.get_traced_memory()[0]
@@ -151,6 +169,7 @@ def _child(args: argparse.Namespace, path: str, method: str) -> dict[str, Any]:
     """Measure in a fresh process, so that one figure's garbage cannot lower the other's."""
     command = [sys.executable, "-m", "benchmarks.session_memory", "--child", method]
     command += ["--sessions", str(args.sessions), "--requests", str(args.requests)]
+    command += ["--processor", args.processor]
     env = {**os.environ, HOT_PATH_ENV: path}
     output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
@@ -165,16 +184,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--paths", nargs="+", choices=["python", "compiled"], default=["python", "compiled"]
     )
+    parser.add_argument("--processor", choices=sorted(PROCESSORS), default="web")
     parser.add_argument("--child", choices=["heap", "rss"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(workload(args.sessions, args.requests), args.child)))
+        records = workload(args.sessions, args.requests)
+        print(json.dumps(measure(records, args.child, args.processor)))
         return
     rows = []
     for path in args.paths:
         for method in ("heap", "rss"):
             progress(f"measuring {method} on the {path} path: {args.sessions:,} sessions ...")
-            row = {"path": path, **_child(args, path, method)}
+            row = {"path": path, "processor": args.processor, **_child(args, path, method)}
             row["target"] = TARGET_BYTES
             row["met"] = row["loaded"] == path and row["bytes_per_session"] <= TARGET_BYTES
             rows.append(row)
@@ -183,7 +204,16 @@ def main(argv: list[str] | None = None) -> None:
     progress(f"wrote {write_json('session_memory', payload)}")
 
 
-COLUMNS = ["path", "loaded", "method", "open_sessions", "bytes_per_session", "target", "met"]
+COLUMNS = [
+    "path",
+    "processor",
+    "loaded",
+    "method",
+    "open_sessions",
+    "bytes_per_session",
+    "target",
+    "met",
+]
 
 
 def section(payload: dict[str, Any], cpus: int) -> tuple[str, list[Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from framework.kernel.errors import SessionizerError
 
 __all__ = [
+    "AggregateError",
     "HookError",
     "OffsetOrderError",
     "ProcessorError",
@@ -29,6 +30,11 @@ class HookError(SessionError, ValueError):
     fold hooks' `sessionizer.hooks.HookFailed`) or the handover into a replay
     (`load_session`).
     """
+
+
+class AggregateError(HookError):
+    """An aggregate of a `DeclarativeProcessor` could not fold a fragment (a missing field,
+    values that do not add or compare); names the aggregate.  Becomes dead letters."""
 
 
 class OffsetOrderError(SessionError):

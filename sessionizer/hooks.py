@@ -35,8 +35,17 @@ __all__ = [
 ]
 
 
-_CALLERS: Final = frozenset({__name__, "sessionizer.engine", "sessionizer.open_sessions"})
-"""The modules that call the user's hooks (their frames are not in a hook's `trace`)."""
+_CALLERS: Final = frozenset(
+    {
+        __name__,
+        "sessionizer.engine",
+        "sessionizer.open_sessions",
+        "sessionizer.declarative",
+        "sessionizer.declarative_folds",
+    }
+)
+"""The modules that call the user's hooks, and a declarative processor's own (their frames
+are not in a hook's `trace`: compiled, they are not Python frames)."""
 
 
 class HookFailed(HookError):

@@ -66,6 +66,7 @@ MODULES: Final = (
     "sessionizer.due_queue",
     "sessionizer.timeline",
     "sessionizer.hooks",
+    "sessionizer.declarative_folds",
     "state.tracker",
 )
 """What is compiled, chosen by measurement (benchmarks/HOT_PATH.md): compiling the

@@ -2,7 +2,8 @@
 
 `FIGURE_4_3` feeds the tracker's and the engine's tests; `scenarios()` (a hypothesis
 strategy) draws the random streams the handover tests move between owners, and a
-`Scenario`'s `processor()` is the `Recorder` they run.
+`Scenario`'s `processor()` is the `Recorder` they run, or for some scenarios the same
+sessions declared as aggregates (`declared_recorder`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,21 @@ from hypothesis import strategies as st
 
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import JOINED, Watermark
+from sessionizer.declarative import (
+    DeclarativeProcessor,
+    count,
+    distinct,
+    field,
+    first,
+    last,
+    max_of,
+    min_of,
+    sum_of,
+)
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import Record
 
-__all__ = ["FIGURE_4_3", "Recorder", "Scenario", "scenarios"]
+__all__ = ["FIGURE_4_3", "Recorder", "Scenario", "declared_recorder", "scenarios"]
 
 _FAR = 10_000
 
@@ -86,10 +98,42 @@ class Scenario:
     records: tuple[Record, ...]
     poison: frozenset[int]
     skew: int | None = None
+    declared: bool = False
+    """Run `declared_recorder` rather than `Recorder`."""
 
-    def processor(self) -> Recorder:
+    def processor(self) -> StreamProcessor[Any]:
         """A fresh processor for this scenario."""
+        if self.declared:
+            return declared_recorder(self.timeout, self.grace, self.max_ms, self.poison, self.skew)
         return Recorder(self.timeout, self.grace, self.max_ms, self.poison, self.skew)
+
+
+def declared_recorder(
+    timeout: int, grace: int, max_ms: int | None, poison: frozenset[int], skew: int | None
+) -> DeclarativeProcessor:
+    """`Recorder`'s sessions as aggregates over field "o"; folding a poisoned offset fails."""
+    poisoned = field("o").is_in(poison)
+    attributes = {
+        "aggregates": {
+            "count": count(),
+            "sum": sum_of("o"),
+            "least": min_of("o"),
+            "most": max_of("o"),
+            "first": first("o"),
+            "last": last("o"),
+            "ends": count(where=field("end") == True),  # noqa: E712  # builds a condition
+            "distinct": distinct("end"),
+            "poison": sum_of("no such field", where=poisoned),  # fails on poisoned offsets
+        },
+        "is_end": lambda self, fragment: bool(fragment["end"]),
+        "timeout": timeout / 1000,
+        "grace": grace / 1000,
+        "max_session_duration": None if max_ms is None else max_ms / 1000,
+        "max_lead": 1.0,
+        "max_producer_skew": None if skew is None else skew / 1000,
+    }
+    cls: type[DeclarativeProcessor] = type("DeclaredRecorder", (DeclarativeProcessor,), attributes)
+    return cls()
 
 
 # (clock advance, offset step, key, lag, kind: 0 watermark, 1 END, 2 jump far ahead, else fragment)
@@ -129,4 +173,5 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             offset += 1
     fragments = [r.offset for r in records if isinstance(r, Fragment)]
     poison = draw(st.sets(st.sampled_from(fragments), max_size=2)) if fragments else set()
-    return Scenario(timeout, grace, max_ms, tuple(records), frozenset(poison), skew)
+    declared = draw(st.booleans())
+    return Scenario(timeout, grace, max_ms, tuple(records), frozenset(poison), skew, declared)

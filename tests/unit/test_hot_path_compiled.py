@@ -34,6 +34,8 @@ ON_COMPILED = (
     "tests/unit/test_node_task.py",
     "tests/unit/test_handover_engine.py",
     "tests/unit/test_dead_letter_visibility.py",
+    "tests/unit/test_declarative.py",
+    "tests/unit/test_declarative_weblog.py",
     "tests/unit/test_hot_path_compiled.py::test_this_process_runs_the_path_it_asked_for",
 )
 """The unit tests of the compiled modules (and this file's check that they are compiled)."""
