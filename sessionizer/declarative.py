@@ -15,7 +15,7 @@ the engine folds without calling Python per fragment.
             return result
 
 A session's result has each aggregate under its name, in the order written, then what
-`finish` makes of it.  The per-fragment work (sessionizer.declarative_folds) is part
+`finish` makes of it.  The per-fragment work (sessionizer.declarative_folds and _conditions) is part
 of the compiled hot path; docs/sessions.md, "Declarative processors", has the rules.
 """
 
@@ -25,20 +25,16 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from sessionizer.declarative_conditions import Compare, Condition, EndsWith, IsIn, Present
 from sessionizer.declarative_folds import (
     Aggregate,
-    Compare,
-    Condition,
     Count,
     Distinct,
-    EndsWith,
     First,
-    IsIn,
     Last,
     Max,
     Min,
     Plan,
-    Present,
     Sum,
 )
 from sessionizer.errors import ProcessorError

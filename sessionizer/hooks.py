@@ -41,6 +41,7 @@ _CALLERS: Final = frozenset(
         "sessionizer.engine",
         "sessionizer.open_sessions",
         "sessionizer.declarative",
+        "sessionizer.declarative_conditions",
         "sessionizer.declarative_folds",
     }
 )

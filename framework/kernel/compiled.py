@@ -66,6 +66,7 @@ MODULES: Final = (
     "sessionizer.due_queue",
     "sessionizer.timeline",
     "sessionizer.hooks",
+    "sessionizer.declarative_conditions",
     "sessionizer.declarative_folds",
     "state.tracker",
 )
