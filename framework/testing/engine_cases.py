@@ -111,7 +111,8 @@ class Scenario:
 def declared_recorder(
     timeout: int, grace: int, max_ms: int | None, poison: frozenset[int], skew: int | None
 ) -> DeclarativeProcessor:
-    """`Recorder`'s sessions as aggregates over field "o"; folding a poisoned offset fails."""
+    """`Recorder`'s settings and session boundaries, its sessions as aggregates over field "o";
+    folding a poisoned offset fails (a missing field), as `Recorder.update` raises."""
     poisoned = field("o").is_in(poison)
     attributes = {
         "aggregates": {
