@@ -173,6 +173,14 @@ def test_a_record_timestamp_outside_the_event_time_range_is_undecodable(timestam
         (b"k", msgpack.packb({}), [], 5.0, "bad-timestamp"),
         (b"k", msgpack.packb({}), [], True, "bad-timestamp"),
         (b"k", msgpack.packb({}), [], None, "bad-timestamp"),
+        # Around the exact-type fast paths of `_decode` and `_key`:
+        (bytearray(b"k" * (MAX_KEY_BYTES + 1)), msgpack.packb({}), [], 5, "key-too-long"),
+        (b"\xff" * MAX_KEY_BYTES, msgpack.packb({}), [], 5, "key-not-utf8"),
+        (bytearray(b"\xff"), msgpack.packb({}), [], 5, "key-not-utf8"),
+        (bytearray(), msgpack.packb({}), [], 5, "missing-key"),
+        (b"k", msgpack.packb({}), [], MIN_EVENT_TIME_MS - 1, "bad-timestamp"),
+        (b"k", msgpack.packb({"a": 1, "b": 2, 3: "x"}), [], 5, "bad-field-name"),
+        (b"k", msgpack.packb([("a", 1)]), [], 5, "not-a-map"),
     ],
 )
 def test_garbage_of_every_kind_has_a_reason(
@@ -181,6 +189,18 @@ def test_garbage_of_every_kind_has_a_reason(
     with pytest.raises(UndecodableRecord) as raised:
         decode_record(key, value, headers, timestamp)  # type: ignore[arg-type]
     assert raised.value.reason == reason
+
+
+class _Millis(int):
+    """An int subclass, as a client might hand a timestamp."""
+
+
+def test_keys_and_timestamps_of_other_accepted_types_decode_as_exact_ones() -> None:
+    value = msgpack.packb({"a": 1})
+    exact = decode_record(b"k" * MAX_KEY_BYTES, value, None, MAX_EVENT_TIME_MS)
+    assert decode_record(bytearray(b"k" * MAX_KEY_BYTES), value, None, MAX_EVENT_TIME_MS) == exact
+    assert decode_record(b"k" * MAX_KEY_BYTES, value, None, _Millis(MAX_EVENT_TIME_MS)) == exact
+    assert decode_record(b"k", memoryview(value), None, 5) == decode_record(b"k", value, None, 5)
 
 
 def test_other_headers_and_nested_keys_of_any_hashable_type_are_fine() -> None:
