@@ -123,7 +123,9 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
-        "producer_workloads": (producer_workloads.main, size),
+        # Medians of three alternating runs: one run moves the ratios by +-15 % here, as
+        # much as the margin (benchmarks/HOT_PATH.md, round 6).
+        "producer_workloads": (producer_workloads.main, [*size, "--repeat", "3"]),
         "nodes_vs_bare": (nodes_vs_bare.main, size),
         "broker_ceiling": (broker_ceiling.main, size),
         "profile_node": (profile_node.main, profile),
