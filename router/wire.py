@@ -228,20 +228,16 @@ def _kind(headers: Any, offset: int | None) -> Any:
 
 def _key(key: Any, offset: int | None) -> str:
     """Return the session key of a fragment record: non-empty, bounded, UTF-8."""
-    if type(key) is bytes and 0 < len(key) <= MAX_KEY_BYTES:
-        try:
-            return key.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UndecodableRecord("key-not-utf8", repr(key[:100]), offset=offset) from exc
-    if key is None:
-        _fail("missing-key", "", offset)
-    if not isinstance(key, _BYTES):
-        # kafka-python always gives bytes; anything else is a caller's bug, dead-lettered.
-        _fail("key-not-utf8", f"the key is a {type(key).__name__}, not bytes", offset)
-    if not key:
-        _fail("missing-key", "", offset)
-    if len(key) > MAX_KEY_BYTES:
-        _fail("key-too-long", f"{len(key)} bytes, over {MAX_KEY_BYTES}", offset)
+    if type(key) is not bytes or not 0 < len(key) <= MAX_KEY_BYTES:  # a good key skips these
+        if key is None:
+            _fail("missing-key", "", offset)
+        if not isinstance(key, _BYTES):
+            # kafka-python always gives bytes; anything else is a caller's bug, dead-lettered.
+            _fail("key-not-utf8", f"the key is a {type(key).__name__}, not bytes", offset)
+        if not key:
+            _fail("missing-key", "", offset)
+        if len(key) > MAX_KEY_BYTES:
+            _fail("key-too-long", f"{len(key)} bytes, over {MAX_KEY_BYTES}", offset)
     try:
         # bytes(...) only for a bytearray: it would copy the common bytes for nothing.
         return (key if type(key) is bytes else bytes(key)).decode("utf-8")
