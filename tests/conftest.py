@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from framework.kernel import compiled
 
@@ -19,6 +20,11 @@ if compiled.ENV not in os.environ:
     os.environ[compiled.ENV] = "python"
     compiled.choice()  # decided once per process, now
     del os.environ[compiled.ENV]
+
+# No test here times anything (docs/testing.md): a property test judged by Hypothesis's
+# default 200 ms deadline, or its too-slow health check, failed on a loaded CI machine.
+settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("untimed")
 
 # Not imported from framework.testing: importing the plugin here, before pytest registers it,
 # would keep pytest from rewriting its asserts.
