@@ -308,6 +308,10 @@ class SessionEngine:
         """Stop holding the safe offset at `offset`."""
         self._tracker.release(offset)
 
+    def release_past(self, offset: int, bound: int) -> None:
+        """Stop holding at `offset` once nothing else holds the safe offset at or before `bound`."""
+        self._tracker.release_past(offset, bound)
+
     def skip(self, offset: int) -> list[EngineOutput]:
         """Step past a record the engine does not interpret (a resize record)."""
         self._expect(offset)

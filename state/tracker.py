@@ -13,7 +13,11 @@ skipped.  Pure bookkeeping: no I/O, no clock.
 
 Besides open sessions, a record the engine has *parked* (dated too far ahead,
 waiting for the next record to confirm it) holds the safe offset back: a replay
-must meet it again to decide about it the same way.
+must meet it again to decide about it the same way.  So does any offset a caller
+`hold`s (a live resize's forwarded fragments); `release_past` lets such a hold go
+only once nothing else holds the safe offset at or before a bound, so a replay
+never starts between the held record and the bound (a resize target's repeated
+forwards, docs/resize.md).
 
 `ignore_bytes()` is an upper bound of the encoded ignore list that depends only on
 what was read, never on when commits happened: the engine compares it with
@@ -80,6 +84,8 @@ class SafeOffsetTracker:
         self._open: dict[int, str] = {}
         # Parked records: offset -> stream time when they were read.
         self._held: dict[int, int | None] = {}
+        # Held offsets that go once no other holder is at or before the bound: held -> bound.
+        self._bounds: dict[int, int] = {}
         # Min-heap of the offsets in `_open` and `_held`, with lazy deletion (an offset
         # counts while it is in one of them), so the safe offset is cheap per record.
         self._holders: list[int] = []
@@ -165,6 +171,17 @@ class SafeOffsetTracker:
     def release(self, offset: int) -> None:
         """Stop holding the safe offset at a parked record: it was applied or rejected."""
         del self._held[offset]
+        self._bounds.pop(offset, None)
+
+    def release_past(self, offset: int, bound: int) -> None:
+        """Release the held `offset` once no other holder is at or before `bound` (< next offset).
+
+        Until then the safe offset stays at or before `offset`, never inside
+        (`offset`, `bound`].  Once let go it stays released: whatever opens later
+        opens past the records already read, and so past `bound`.
+        """
+        if offset in self._held:
+            self._bounds[offset] = max(bound, self._bounds.get(offset, bound))
 
     def session_finished(self, first_offset: int, entry: IgnoreEntry) -> None:
         """Move the open session at `first_offset` to the finished ones."""
@@ -209,13 +226,16 @@ class SafeOffsetTracker:
             [[entry.to_list() for entry in group] for group in self._finished.values()],
             [[entry.to_list() for entry in group] for group in self._skippable.values()],
             [self._finished_count, self._prune_at],
+            # Only while a bounded hold waits (a resize target, which replays rather than
+            # hands over): every other export keeps the nine parts it always had.
+            *([[[held, bound] for held, bound in self._bounds.items()]] if self._bounds else []),
         ]
 
     @classmethod
     def restore_state(cls, data: Sequence[Any]) -> SafeOffsetTracker:
         """Rebuild a tracker from `export_state`'s data."""
         (next_offset, stream_time), opened, held, holders, heap, entry_bytes = data[:6]
-        finished, skippable, (finished_count, prune_at) = data[6:]
+        finished, skippable, (finished_count, prune_at) = data[6:9]
         tracker = cls(next_offset=next_offset, stream_time_ms=stream_time)
         tracker._open = {offset: key for offset, key, _ in opened}
         tracker._held = {offset: time for offset, time in held}
@@ -225,6 +245,7 @@ class SafeOffsetTracker:
         tracker._finished = _groups(finished)
         tracker._skippable = _groups(skippable)
         tracker._finished_count, tracker._prune_at = finished_count, prune_at
+        tracker._bounds = {held: bound for held, bound in data[9]} if len(data) > 9 else {}
         return tracker
 
     def _add_finished(self, entry: IgnoreEntry) -> None:
@@ -244,7 +265,31 @@ class SafeOffsetTracker:
         heap = self._holders
         while heap and heap[0] not in self._open and heap[0] not in self._held:
             heapq.heappop(heap)
+        if self._bounds and heap and heap[0] in self._bounds:
+            return self._past_bounds()
         return heap[0] if heap else None
+
+    def _past_bounds(self) -> int | None:
+        """The oldest holder, after letting go of bounded holds no other holder keeps.
+
+        Read after every record (`ignore_bytes`), so a replay of the same records lets
+        go at the same record.
+        """
+        heap = self._holders
+        while heap:
+            oldest = heap[0]
+            if oldest not in self._open and oldest not in self._held:
+                heapq.heappop(heap)
+                continue
+            bound = self._bounds.get(oldest)
+            if bound is None:
+                return oldest
+            others = (o for o in (*self._open, *self._held) if o != oldest)
+            if min(others, default=self._next_offset) <= bound:
+                return oldest
+            del self._held[oldest], self._bounds[oldest]
+            heapq.heappop(heap)
+        return None
 
 
 def _groups(data: Sequence[Sequence[Sequence[Any]]]) -> dict[str, list[IgnoreEntry]]:

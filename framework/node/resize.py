@@ -341,11 +341,14 @@ class ResizeGate:
             return Watermark(record.timestamp_ms, True, record.offset)
         return Fragment(record.offset, record.key, record.timestamp_ms, record.fields)
 
-    def _unhold(self, offsets: list[int]) -> None:
-        for offset in offsets:
+    def _unhold(self, released: list[tuple[int, int | None]]) -> None:
+        for offset, repeat in released:
             if offset in self._forward_holds:
                 self._forward_holds.discard(offset)
-                self._engine.release(offset)
+                if repeat is None:
+                    self._engine.release(offset)
+                else:  # a replay from between the two would apply the repeat afresh
+                    self._engine.release_past(offset, repeat)
 
     def _emit(self, record: Control, target: int) -> None:
         key, value, headers, stamp = encode_control(record)

@@ -256,34 +256,41 @@ class ForwardFilter:
     from the committed offset it resumed from), and says how far it committed (each
     forward's `committed`, and `forward-seal` records).  So only forwards at or past
     a source's latest committed offset can come again: the target holds its safe
-    offset at the first of those it applied, and a replay rebuilds this filter.
+    offset at each of those it applied, and a replay rebuilds this filter.  A repeat
+    it dropped lies between the forward and the seal that lets go of it: the hold
+    then lasts until nothing else holds the safe offset at or before the repeat, so
+    that no replay starts between the two and applies the repeat afresh.
     """
 
     def __init__(self) -> None:
         self._last: dict[str, int] = {}
         self._floor: dict[str, int] = {}
         self._holding: dict[str, deque[tuple[int, int]]] = {}
+        self._repeated: dict[str, int] = {}  # source -> offset here of its latest dropped repeat
 
-    def forward(self, record: Forward | ForwardEnd) -> tuple[bool, list[int]]:
-        """(apply it?, offsets here to stop holding); hold `record.offset` if applied and
-        it is the first such of its source (the caller holds it)."""
+    def forward(self, record: Forward | ForwardEnd) -> tuple[bool, list[tuple[int, int | None]]]:
+        """(apply it?, holds to let go: (offset here, repeat it must outlast or None)); hold
+        `record.offset` if applied (the caller holds it)."""
         source = record.source
         released = self.seal(source, record.committed)
+        assert record.offset is not None
         if record.source_offset <= self._last.get(source, -1):
+            self._repeated[source] = record.offset
             return False, released
         self._last[source] = record.source_offset
-        assert record.offset is not None
         self._holding.setdefault(source, deque()).append((record.source_offset, record.offset))
         return True, released
 
-    def seal(self, source: str, committed: int) -> list[int]:
+    def seal(self, source: str, committed: int) -> list[tuple[int, int | None]]:
         """`source` committed past `committed`: stop holding what it cannot repeat."""
         if committed <= self._floor.get(source, -1):
             return []
         self._floor[source] = committed
         held, released = self._holding.get(source, deque()), []
+        repeat = self._repeated.get(source)
         while held and held[0][0] < committed:
-            released.append(held.popleft()[1])
+            offset = held.popleft()[1]
+            released.append((offset, repeat if repeat is not None and repeat > offset else None))
         return released
 
 

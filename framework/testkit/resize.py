@@ -169,9 +169,12 @@ class ResizeWorld:
         owner.sessions, owner.letters, owner.outgoing = [], [], []
 
     def commit(self, stream: str) -> None:
-        """Flush, then store the state (the checkpoint's order)."""
+        """Flush, then store the state (the checkpoint's order); as the node, never while the
+        owner still replays what the last one had read (it would move the state backwards)."""
         self.flush(stream)
         owner = self.owner(stream)
+        if owner.task.replaying:
+            return
         state = owner.task.snapshot()
         owner.stored = state.encode()
         owner.task.committed_as(state)
@@ -186,9 +189,13 @@ class ResizeWorld:
         self.crashes += 1
 
     def hand_over(self, stream: str) -> None:
-        """A planned move: commit, then the next owner restores the engine or replays."""
+        """A planned move: commit, then the next owner restores the engine or replays (as
+        after a replaying owner, which the node never hands over)."""
         self.commit(stream)
         owner = self.owner(stream)
+        if owner.task.replaying:
+            self.owners[stream] = self._resume(stream, owner.stored)
+            return
         state = StreamState.decode(owner.stored, stream=stream)
         processor = self.make_processor()
         try:

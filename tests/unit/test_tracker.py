@@ -117,6 +117,40 @@ def test_a_parked_record_holds_the_safe_offset_like_an_open_session() -> None:
     assert (tracker.safe_offset, tracker.oldest_open()) == (6, None)
 
 
+def test_a_hold_released_past_a_bound_keeps_the_safe_offset_out_of_the_span() -> None:
+    """A resize target's forward at 2 and its dropped repeat at 7: no replay may start in
+    (2, 7], where it would meet the repeat without the forward."""
+    tracker = SafeOffsetTracker()
+    tracker.hold(2, stream_time_before=10)
+    _open(tracker, "a", 4, 12)
+    _open(tracker, "b", 9, 15)
+    tracker.advance(11, stream_time_ms=20)
+    tracker.release_past(2, 7)
+    assert tracker.safe_offset == 2  # "a" at 4 would start a replay before the repeat
+    tracker.session_dropped(4)
+    assert (tracker.safe_offset, tracker.stream_time_at_safe_offset(_before)) == (9, 15)
+    _open(tracker, "c", 12, 20)
+    tracker.session_dropped(9)
+    assert tracker.safe_offset == 12  # let go for good: later holders are past the bound
+
+
+def test_a_bounded_hold_goes_with_the_next_offset_and_survives_a_handover() -> None:
+    tracker = SafeOffsetTracker()
+    tracker.hold(2, stream_time_before=10)
+    _open(tracker, "a", 4, 12)
+    tracker.advance(8, stream_time_ms=20)
+    tracker.release_past(2, 7)
+    restored = SafeOffsetTracker.restore_state(tracker.export_state(_before))
+    assert restored.export_state(_before) == tracker.export_state(_before)
+    for each in (tracker, restored):
+        each.session_dropped(4)
+        assert each.safe_offset == 8
+    tracker.release_past(99, 100)  # not held: nothing to keep
+    assert tracker.safe_offset == 8
+    plain = SafeOffsetTracker()
+    assert len(plain.export_state(_before)) == 9  # no bounded hold: the export as it was
+
+
 def test_ignore_bytes_counts_exactly_the_entries_at_or_after_the_safe_offset() -> None:
     tracker = SafeOffsetTracker()
     _open(tracker, "long", 0, None)
