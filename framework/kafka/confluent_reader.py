@@ -12,11 +12,15 @@ around it, and the next commit would move past them.
 
 A client whose brokers were all down may never find one again: a broker in
 controlled shutdown answers metadata without itself in the broker list, and
-librdkafka then forgets it. With one broker that leaves the client none, and its
-re-bootstrap (KIP-899) did not fire in minutes (librdkafka 2.16). So after
-librdkafka reports every broker down, a reader that fetches nothing asks its
-client for metadata every few seconds; if that client cannot answer while a new
-one can, the new one replaces it, assigned at each stream's position.
+librdkafka then forgets it. With one broker that leaves the client none, and it
+never re-bootstraps (KIP-899/1102): its trigger timer starts only when a metadata
+request is sent, and with no broker none is (librdkafka issue #5301, 2.16). It
+does not always say so either: a broker forgotten that way is a planned
+disconnection, which raises no `_ALL_BROKERS_DOWN`. So a reader that fetches
+nothing asks its client for one stream's metadata, every few seconds after
+librdkafka reported every broker down and every `_IDLE_CHECK_S` otherwise; if
+that client cannot answer while a new one can, the new one replaces it, assigned
+at each stream's position.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ _BOUNDS_TIMEOUT_S = 10.0
 # again, and how long each of the two metadata requests of that check may wait.
 _BROKER_CHECK_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
+# How long a reader fetches nothing before it checks its client still knows a broker
+# (one metadata request; a node stranded so read nothing until the check found it).
+_IDLE_CHECK_S = 10.0
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
@@ -79,7 +86,7 @@ class ConfluentReader:
         self._positions: dict[str, int] = {}
         self._clock = clock
         self._brokers_lost = False  # librdkafka said every broker is down; none seen since
-        self._next_check = 0.0
+        self._next_check = clock() + _IDLE_CHECK_S  # the next stranded-client check
         # librdkafka connects lazily and retries for ever: ask once, so a wrong address
         # fails the node at start with one clear line instead of a silent retry loop.
         self._consumer = self._open(_BOUNDS_TIMEOUT_S)
@@ -99,23 +106,25 @@ class ConfluentReader:
         """librdkafka's error callback, served by `consume` on the caller's thread."""
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._brokers_lost = True
+            self._next_check = self._clock()  # at the next poll that fetches nothing
         # With a callback set librdkafka no longer logs these itself: logged as its lines are.
         librdkafka_logger().warning("%s [%s] %s", "ERROR", self._client_id, error.str())
 
     def _reopen_if_stranded(self) -> str | None:
-        """After every broker was down: a new client if this one has none left and a new one
+        """A reader fetching nothing: a new client if this one knows no broker and a new one
         reaches Kafka (what happened, to report); None while this one answers or none can."""
         now = self._clock()
-        if now < self._next_check:
+        if now < self._next_check or not self._positions:
             return None
-        self._next_check = now + _BROKER_CHECK_S
+        self._next_check = now + (_BROKER_CHECK_S if self._brokers_lost else _IDLE_CHECK_S)
         try:
             with CONFLUENT:
-                self._consumer.list_topics(timeout=_PROBE_TIMEOUT_S)
+                self._consumer.list_topics(next(iter(self._positions)), timeout=_PROBE_TIMEOUT_S)
         except ClientError:
             pass  # no broker answers this client: does Kafka answer a new one?
         else:
             self._brokers_lost = False
+            self._next_check = now + _IDLE_CHECK_S
             return None
         try:
             fresh = self._open(_PROBE_TIMEOUT_S)
@@ -126,8 +135,8 @@ class ConfluentReader:
         fresh.assign([TopicPartition(s, 0, offset) for s, offset in self._positions.items()])
         self._brokers_lost = False
         return (
-            "the Kafka client knew no usable broker after every one was down, while a new "
-            "client reaches Kafka: reading on through the new one from each stream's position"
+            "the Kafka client knew no usable broker while a new client reaches Kafka: "
+            "reading on through the new one from each stream's position"
         )
 
     def assign(self, positions: Mapping[str, int]) -> None:
@@ -146,7 +155,7 @@ class ConfluentReader:
         outside: list[str] = []
         errors: dict[str, str] = {}
         general: str | None = None
-        if self._brokers_lost and not messages:
+        if not messages:
             general = self._reopen_if_stranded()
         batch: list[StreamRecord] = []
         batch_topic = None
@@ -179,6 +188,7 @@ class ConfluentReader:
             self._positions[topic] = records[-1].offset + 1
         if batches:
             self._brokers_lost = False  # a broker serves this client
+            self._next_check = self._clock() + _IDLE_CHECK_S
         positions = {topic: self._positions.get(topic, -1) for topic in outside}
         return ReaderFetch(batches, positions, errors, general)
 

@@ -17,11 +17,12 @@ from kafka.errors import KafkaError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from balancer.claims import read_owners
 from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.local_nodes import SESSIONIZER, NodeGroup, caught_up, settled, streams_of
-from framework.progress import read_states
+from framework.progress import end_offsets, read_states
 
 __all__ = [
     "SESSIONIZER",
@@ -31,6 +32,7 @@ __all__ = [
     "caught_up",
     "last_words",
     "node_story",
+    "progress_lines",
     "settled",
     "settled_alive",
     "streams_of",
@@ -88,6 +90,21 @@ def node_story(group: NodeGroup, events: Collection[str] = STORY_EVENTS) -> str:
         if code is not None:  # what it printed last that is no event: its error line
             text = member.log_path.read_text(errors="replace").splitlines()
             lines.extend(f"  | {line}" for line in text[-40:] if not line.startswith("{"))
+    return "\n".join(lines)
+
+
+def progress_lines(client: KazooClient, connection: ConnectionConfig, streams: list[str]) -> str:
+    """Each stream's owner, committed and end offset (a `settled` that timed out, explained)."""
+    owners = {s: str(d.get("consumer")) for s, d in read_owners(client, connection.paths).items()}
+    states = read_states(client, connection.paths, streams)
+    ends = end_offsets(connection.bootstrap, streams, connection.kafka_config)
+    members = sorted(client.get_children(connection.paths.active_consumers))
+    lines = [f"members {members}"]
+    for stream in streams:
+        lines.append(
+            f"{stream}: owner {owners.get(stream)} committed {states[stream].committed_offset}"
+            f" end {ends.get(stream)}"
+        )
     return "\n".join(lines)
 
 

@@ -17,7 +17,14 @@ from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
 from framework.sessions import read_sessions
 from framework.testing.members import balanced, wait_for
-from framework.testing.nodes import NodeGroup, StateObserver, settled, streams_of
+from framework.testing.nodes import (
+    NodeGroup,
+    StateObserver,
+    node_story,
+    progress_lines,
+    settled,
+    streams_of,
+)
 from framework.testing.traffic import produce
 from framework.verify import expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
@@ -91,7 +98,12 @@ def test_broker_restart_and_zookeeper_server_loss_mid_run(
         assert leader is not None
         cluster.kill(leader)
         produce(connection, 8, fragments[2 * quarter :], end=True)
-        wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 180, "recovery")
+        try:
+            wait_for(lambda: settled(zk, connection, ["n1", "n2"], streams), 180, "recovery")
+        except TimeoutError:
+            print(f"node events:\n{node_story(group)}")
+            print(f"streams:\n{progress_lines(zk, connection, streams)}")
+            raise
         assert group.running() == ["n1", "n2"]  # rode it out, no crash
     _assert_exact(connection, fragments)
 

@@ -48,7 +48,7 @@ class StrandableConsumer:
         self.closed = False
         self.metadata_requests = 0
 
-    def list_topics(self, timeout: float = -1) -> None:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
         self.metadata_requests += 1
         if self.stranded or not self.kafka.up:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, "no usable brokers"))
@@ -135,10 +135,13 @@ def test_a_client_that_found_its_broker_again_is_kept(kafka: Kafka) -> None:
 
     assert reader.poll(0.1, 100).error is None
     assert len(kafka.clients) == 1 and not first.closed
-    clock.now += 60.0
     requests = first.metadata_requests
+    clock.now += 9.0
     reader.poll(0.1, 100)
-    assert first.metadata_requests == requests, "asked again after the client answered"
+    assert first.metadata_requests == requests, "asked again before the idle check was due"
+    clock.now += 1.0
+    assert reader.poll(0.1, 100).error is None
+    assert first.metadata_requests == requests + 1 and len(kafka.clients) == 1
 
 
 def test_records_arriving_mean_a_broker_serves_the_client(kafka: Kafka) -> None:
@@ -149,10 +152,37 @@ def test_records_arriving_mean_a_broker_serves_the_client(kafka: Kafka) -> None:
     requests = first.metadata_requests
 
     reader.poll(0.1, 100)
-    clock.now += 60.0
+    clock.now += 9.0
     reader.poll(0.1, 100)
 
     assert first.metadata_requests == requests and len(kafka.clients) == 1
+
+
+def test_a_client_stranded_without_a_word_is_replaced_once_it_idles(kafka: Kafka) -> None:
+    """A broker forgotten from a metadata answer is a planned disconnection to librdkafka:
+    no `_ALL_BROKERS_DOWN`, and no re-bootstrap (a node fetched nothing for 3 minutes)."""
+    clock = Clock()
+    reader, first = reading(kafka, clock)
+    first.stranded = True
+
+    assert reader.poll(0.1, 100).error is None  # fetching nothing for a moment is no sign
+    assert len(kafka.clients) == 1
+    clock.now += 10.0
+    fetched = reader.poll(0.1, 100)
+
+    assert fetched.error is not None and "new client" in fetched.error
+    assert len(kafka.clients) == 2 and kafka.clients[1].assigned == [{A: 3, B: 5}]
+    wait_for(lambda: first.closed, 10, "the stranded client closed (on a thread of its own)")
+
+
+def test_a_reader_without_streams_asks_nothing(kafka: Kafka) -> None:
+    clock = Clock()
+    reader = ConfluentReader("k:9092", client_id="n1", clock=clock)
+    first = kafka.clients[0]
+    requests = first.metadata_requests
+    clock.now += 60.0
+    reader.poll(0.1, 100)
+    assert first.metadata_requests == requests
 
 
 def test_the_clients_errors_are_logged_as_its_lines_are(
