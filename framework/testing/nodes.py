@@ -68,8 +68,8 @@ STORY_EVENTS = frozenset(
     {
         "node_started", "stream_resumed", "streams_lost", "session_lost", "stream_fenced",
         "zookeeper_suspended", "zookeeper_resumed", "sink_flush_failed", "sink_failed",
-        "commit_failed", "kafka_poll_failed", "stream_load_failed", "node_crashed", "node_stopped",
-        "loop_stalled", "loop_recovered",
+        "commit_failed", "poll_failed", "fetch_failed", "stream_load_failed", "node_crashed",
+        "node_stopped", "loop_stalled", "loop_recovered",
     }
 )  # fmt: skip
 
