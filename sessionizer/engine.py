@@ -312,6 +312,30 @@ class SessionEngine:
         """Stop holding at `offset` once nothing else holds the safe offset at or before `bound`."""
         self._tracker.release_past(offset, bound)
 
+    def confirm_parked(self) -> list[EngineOutput]:
+        """Confirm the record parked as dated too far ahead, as a producer's marker does.
+
+        A resize does so where it holds the safe offset or moves sessions: a replay
+        from a later record would not meet the parked one again (docs/resize.md).
+        """
+        return self._resolve_parked(None)
+
+    def judge_parked_by(self, record: Record) -> list[EngineOutput]:
+        """Judge the parked record as processing `record` next will, before processing it
+        (a resize acts on the verdict before the record: docs/resize.md)."""
+        if self._parked is None:
+            return []
+        if isinstance(record, Watermark):
+            time = record.timestamp_ms
+            if not hooks.valid_time(time):
+                return self._resolve_parked(None) if record.end else []
+            return self._resolve_parked(None if record.marker else time)
+        try:
+            event_time = hooks.timestamp(self.processor, record)
+        except Exception:  # a user hook: processing the record dead-letters it, as always
+            return []  # and, as always, leaves the parked record waiting
+        return self._resolve_parked(event_time)
+
     def skip(self, offset: int) -> list[EngineOutput]:
         """Step past a record the engine does not interpret (a resize record)."""
         self._expect(offset)

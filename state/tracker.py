@@ -86,6 +86,9 @@ class SafeOffsetTracker:
         self._held: dict[int, int | None] = {}
         # Held offsets that go once no other holder is at or before the bound: held -> bound.
         self._bounds: dict[int, int] = {}
+        # Held offsets with more than one holder (a forwarded fragment parked at the offset
+        # its resize holds, docs/resize.md): held -> holders beyond the first.
+        self._shared: dict[int, int] = {}
         # Min-heap of the offsets in `_open` and `_held`, with lazy deletion (an offset
         # counts while it is in one of them), so the safe offset is cheap per record.
         self._holders: list[int] = []
@@ -164,12 +167,21 @@ class SafeOffsetTracker:
         del self._open[first_offset]
 
     def hold(self, offset: int, stream_time_before: int | None) -> None:
-        """Hold the safe offset at a parked record (read when stream time was as given)."""
+        """Hold the safe offset at a parked record (read when stream time was as given); each
+        hold of an offset is released once."""
+        if offset in self._held:  # a second holder of the record: the same stream time
+            self._shared[offset] = self._shared.get(offset, 0) + 1
+            return
         self._held[offset] = stream_time_before
         self._push_holder(offset)
 
     def release(self, offset: int) -> None:
         """Stop holding the safe offset at a parked record: it was applied or rejected."""
+        others = self._shared.pop(offset, 0)
+        if others:  # a bound set by `release_past` waits for the last holder
+            if others > 1:
+                self._shared[offset] = others - 1
+            return
         del self._held[offset]
         self._bounds.pop(offset, None)
 
@@ -226,9 +238,14 @@ class SafeOffsetTracker:
             [[entry.to_list() for entry in group] for group in self._finished.values()],
             [[entry.to_list() for entry in group] for group in self._skippable.values()],
             [self._finished_count, self._prune_at],
-            # Only while a bounded hold waits (a resize target, which replays rather than
-            # hands over): every other export keeps the nine parts it always had.
-            *([[[held, bound] for held, bound in self._bounds.items()]] if self._bounds else []),
+            # Only while a bounded or shared hold waits (a resize target, which replays rather
+            # than hands over): every other export keeps the nine parts it always had.
+            *(
+                [[[held, bound] for held, bound in self._bounds.items()]]
+                if self._bounds or self._shared
+                else []
+            ),
+            *([[[held, others] for held, others in self._shared.items()]] if self._shared else []),
         ]
 
     @classmethod
@@ -246,6 +263,7 @@ class SafeOffsetTracker:
         tracker._skippable = _groups(skippable)
         tracker._finished_count, tracker._prune_at = finished_count, prune_at
         tracker._bounds = {held: bound for held, bound in data[9]} if len(data) > 9 else {}
+        tracker._shared = {held: others for held, others in data[10]} if len(data) > 10 else {}
         return tracker
 
     def _add_finished(self, entry: IgnoreEntry) -> None:
@@ -282,7 +300,7 @@ class SafeOffsetTracker:
                 heapq.heappop(heap)
                 continue
             bound = self._bounds.get(oldest)
-            if bound is None:
+            if bound is None or oldest in self._shared:
                 return oldest
             others = (o for o in (*self._open, *self._held) if o != oldest)
             if min(others, default=self._next_offset) <= bound:

@@ -105,6 +105,8 @@ class ResizeGate:
         self.target: TargetRole | None = None
         self.forwards = ForwardFilter()
         self.duplicates = 0
+        self.reading = resumed_from
+        """The offset of the record the stream's task is reading (it says so first)."""
         self._holding: int | None = None
         self._forward_holds: set[int] = set()
         self._out: list[GateOutput] = []
@@ -176,6 +178,12 @@ class ResizeGate:
             if self.target is not None:
                 self.target.part(record, self._engine.stream_time_ms)
         elif isinstance(record, MigrationDone):
+            # A record parked as dated too far ahead is confirmed first, as at a producer's
+            # marker (its key's fragment is then held, while the source is not done): its
+            # verdict would place it among the restored sessions, which lie past its offset.
+            # At every done marker, as a replay that resumes past the start (where they are
+            # all stale) meets them.
+            self._confirm_parked()
             if self.target is not None:
                 self._out += self.target.done_marker(record)
         elif isinstance(record, Forward | ForwardEnd):
@@ -192,6 +200,9 @@ class ResizeGate:
         offset, producer, marker = watermark.offset, watermark.producer, watermark.marker
         if offset is None or not (watermark.end or marker):
             return  # a plain watermark changes no producer's liveness
+        # The engine's verdict on a parked record first, as processing the watermark gives it:
+        # what the verdict forwards must precede the end of input forwarded below.
+        self._out += self._engine.judge_parked_by(watermark)
         live = self._live()
         was_live = producer is not None and producer in live
         ends = False
@@ -214,14 +225,18 @@ class ResizeGate:
     def committed(self, offset: int) -> None:
         """A commit stored the stream up to `offset` (forward seals follow)."""
         if self.source is not None and self.source.passed:
-            self.source.committed_at(offset, self._engine.stream_time_ms)
+            parked = self._engine.parked_offset
+            # A parked record is forwarded, if at all, at its verdict: after this commit, so
+            # a successor may forward it again.
+            repeatable = offset if parked is None else min(offset, parked)
+            self.source.committed_at(repeatable, self._engine.stream_time_ms)
 
     # -- KeyGate ------------------------------------------------------------------------
 
     def admit(self, fragment: Fragment, event_time: int, before: int | None) -> Admission:
         """Forward (a source past its barrier), hold back (a target), or place."""
         if self.source is not None:
-            return self.source.admit(fragment)
+            return self.source.admit(fragment, self.reading)
         if self.target is not None:
             return self.target.admit(fragment, event_time, before)
         return PLACE
@@ -276,19 +291,34 @@ class ResizeGate:
         elif epoch.is_target(self.index):
             self.target = TargetRole(self.stream, self.app, epoch, self._engine, settled=behind)
         if offset is not None:
+            # A record parked as dated too far ahead is confirmed, as at a producer's marker: a
+            # replay from the hold below would not meet it again.
+            self._confirm_parked()
             self._engine.hold(offset)
             self._holding = offset
             _log.info("resize_started", stream=self.stream, epoch=epoch.epoch, offset=offset)
         busy = self.source is not None or (self.target is not None and not behind)
         self._engine.attach(self if busy else None)
 
+    def _confirm_parked(self) -> None:
+        if self._engine.parked_offset is not None:
+            self._out += self._engine.confirm_parked()
+
     def _live(self) -> frozenset[str]:
         return self._engine.live_producers()
 
     def _barrier(self, offset: int, live: frozenset[str], *, ended: bool = False) -> None:
         source = self.source
-        if source is None or self._holding is None or not source.ready(set(live)):
+        if source is None:
             return
+        if source.barrier == offset:  # a replay meets its barrier again: confirm as then
+            self._confirm_parked()
+            return
+        if self._holding is None or not source.ready(set(live)):
+            return
+        # A record parked as dated too far ahead is confirmed first, as at a producer's
+        # marker: its verdict would come after the barrier, its key's sessions moved away.
+        self._confirm_parked()
         self._out += source.migrate(offset, ended=ended)
         _log.info(
             "resize_barrier",
@@ -334,12 +364,18 @@ class ResizeGate:
             self.duplicates += 1
             return None
         assert record.offset is not None
-        if self._engine.parked_offset is None:
+        item: Fragment | Watermark
+        if isinstance(record, ForwardEnd):
+            item = Watermark(record.timestamp_ms, True, record.offset)
+        else:
+            item = Fragment(record.offset, record.key, record.timestamp_ms, record.fields)
+        # The hold keeps the stream time before the forward: that of after the verdict on a
+        # parked record, which the forward gives (a replay from here would not meet it again).
+        self._out += self._engine.judge_parked_by(item)
+        if self._engine.parked_offset is None:  # else a hook failed: it is a dead letter
             self._engine.hold(record.offset)
             self._forward_holds.add(record.offset)
-        if isinstance(record, ForwardEnd):
-            return Watermark(record.timestamp_ms, True, record.offset)
-        return Fragment(record.offset, record.key, record.timestamp_ms, record.fields)
+        return item
 
     def _unhold(self, released: list[tuple[int, int | None]]) -> None:
         for offset, repeat in released:

@@ -140,8 +140,10 @@ class SourceRole:
             self.counts.moved_keys[stream_name(self.app, target)] = sessions
         return outputs
 
-    def admit(self, fragment: Fragment) -> Admission:
-        """After the barrier, a moved key's fragment is forwarded (a straggler)."""
+    def admit(self, fragment: Fragment, reading: int) -> Admission:
+        """After the barrier, a moved key's fragment is forwarded (a straggler); `reading` is
+        the offset of the record being read (past the fragment's own when the fragment was
+        parked as dated too far ahead: it is forwarded at the verdict)."""
         if self.barrier is None:
             return PLACE
         target = self._move(fragment.key)
@@ -149,15 +151,16 @@ class SourceRole:
             return PLACE
         if fragment.offset < self.barrier:
             return TAKEN  # a replay from before the barrier: its session moved at the barrier
-        if fragment.offset < self.resumed_from:
-            # A previous owner read it, forwarded it and flushed before its commit.
+        if reading < self.resumed_from:
+            # A previous owner forwarded it and flushed before its commit.
             self.counts.not_again += 1
             return TAKEN  # neither placed nor sent again
         forward = Forward(
             self.epoch,
             self.stream,
             fragment.offset,
-            self.committed,
+            # Never past the fragment itself: a parked one may come again after a commit.
+            min(self.committed, fragment.offset),
             fragment.key,
             fragment.value,
             fragment.timestamp_ms,

@@ -218,6 +218,8 @@ class TargetRole:
         session: its later parts then live on in a session still open).
         """
         body, _stamp, offset, _before = head
+        if body[1]:  # a fragment of the key dated before its folded part is late, skipped or not
+            self._tails[key] = max(self._tails.get(key, body[2]), body[2])
         folded = bool(body[1]) and not self.engine.skips(key, offset, body[0])
         members = [m for m in members if not self.engine.skips(key, m[2], m[0][0])]
         if not folded and not members:
@@ -227,7 +229,6 @@ class TargetRole:
         origin = {m[2]: (m[0][1], m[0][1]) for m in members}
         if folded:
             origin[offset] = (body[4], body[5])
-            self._tails[key] = max(self._tails.get(key, body[2]), body[2])
         return _segment(key, head, members, load), origin
 
     def _release(self, source: str, line: int) -> tuple[set[str], list[EngineOutput]]:

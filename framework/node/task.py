@@ -162,8 +162,10 @@ class StreamTask:
             )
             return [letter]
         gate = self.gate
-        if gate is not None and isinstance(item, Watermark):
-            gate.watermark(item)  # before the engine: it may take the barrier first
+        if gate is not None:
+            gate.reading = offset
+            if isinstance(item, Watermark):
+                gate.watermark(item)  # before the engine: it may take the barrier first
         # The decoded `Fragment` (or watermark) goes to the engine as it is: one shape.
         produced: list[Any] = self.engine.process(item)
         if gate is not None and gate.busy:
@@ -203,6 +205,7 @@ class StreamTask:
         gate = self.gate
         if gate is None:
             gate = self.gate = self._gate(behind=False)
+        gate.reading = offset
         item = gate.control(control)
         engine = self.engine
         if isinstance(item, Watermark):

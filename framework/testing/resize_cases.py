@@ -24,7 +24,9 @@ from sessionizer.reference import batch_sessions
 
 __all__ = [
     "GRACE_MS",
+    "LEAD_MS",
     "TIMEOUT_MS",
+    "LeadingMembers",
     "Members",
     "Plan",
     "check",
@@ -38,6 +40,7 @@ __all__ = [
 
 TIMEOUT_MS = 10_000
 GRACE_MS = 8_000
+LEAD_MS = 20_000
 
 
 class Members(StreamProcessor[dict[str, Any]]):
@@ -46,7 +49,7 @@ class Members(StreamProcessor[dict[str, Any]]):
     timeout = TIMEOUT_MS / 1000
     grace = GRACE_MS / 1000
     max_session_duration = None
-    max_lead = None
+    max_lead: float | None = None
     max_producer_skew = 0
 
     def is_end(self, fragment: Mapping[str, Any]) -> bool:
@@ -64,6 +67,12 @@ class Members(StreamProcessor[dict[str, Any]]):
     def close(self, key: str, session: dict[str, Any]) -> dict[str, Any]:
         """The positions, in fold order."""
         return {"members": list(session["members"])}
+
+
+class LeadingMembers(Members):
+    """`Members` that parks a fragment dated more than `LEAD_MS` ahead (docs/sessions.md)."""
+
+    max_lead = LEAD_MS / 1000
 
 
 def fragment(i: int, key: str, at: int, *, end: bool = False) -> ParsedFragment:
@@ -146,13 +155,16 @@ class Plan:
     handover: float = 0.0
     ends: float = 0.1
     """Share of fragments that are END fragments."""
+    future: float = 0.0
+    """Share of fragments dated 25 or 60 s ahead (then the processor parks those more than
+    `LEAD_MS` ahead of stream time until the next record's verdict)."""
 
 
 def run(plan: Plan, seed: int) -> ResizeWorld:
     """Send the input, resize at `plan.resize_at`, interleave owners' steps, commits, crashes
     and handovers at random (seeded), then let every owner finish."""
     rng = random.Random(seed)
-    world = ResizeWorld(Members, plan.old, plan.producers)
+    world = ResizeWorld(LeadingMembers if plan.future else Members, plan.old, plan.producers)
     if plan.anonymous:
         world.producers.append(SimProducer(None, plan.old, sees_resize=False))
     if plan.lagging:
@@ -167,6 +179,8 @@ def run(plan: Plan, seed: int) -> ResizeWorld:
                 world.switch(producer)
         producer = world.producers[rng.randrange(len(world.producers))]
         at = 1_000 * i + rng.randint(0, 900)
+        if plan.future and rng.random() < plan.future:
+            at += rng.choice([25_000, 60_000])
         world.send(producer, fragment(i, rng.choice(keys), at, end=rng.random() < plan.ends))
         _act(world, plan, rng)
     for producer in world.producers:
@@ -191,7 +205,8 @@ def _act(world: ResizeWorld, plan: Plan, rng: random.Random) -> None:
 
 
 def check_once(world: ResizeWorld) -> None:
-    """Every fragment sent is in exactly one session, or is exactly one late dead letter."""
+    """Every fragment sent is in exactly one session, or is exactly one late (or, dated too
+    far ahead, future) dead letter."""
     seen: dict[int, int] = {}
     by_id = {session.session_id: session for session in world.sessions}
     for session in by_id.values():
@@ -199,7 +214,7 @@ def check_once(world: ResizeWorld) -> None:
             seen[i] = seen.get(i, 0) + 1
     letters = {(letter.stream, letter.offset): letter for letter in world.letters}
     for letter in letters.values():
-        assert letter.reason == "late" and letter.value is not None, letter
+        assert letter.reason in ("late", "future") and letter.value is not None, letter
         i = msgpack.unpackb(letter.value)["i"]
         seen[i] = seen.get(i, 0) + 1
     sent = sorted(f.fields["i"] for f, _, _ in world.sent)

@@ -151,6 +151,27 @@ def test_a_bounded_hold_goes_with_the_next_offset_and_survives_a_handover() -> N
     assert len(plain.export_state(_before)) == 9  # no bounded hold: the export as it was
 
 
+def test_a_record_held_twice_is_held_until_both_let_go() -> None:
+    """A resize target's forward at 3, parked by the engine too: each holder releases once."""
+    tracker = SafeOffsetTracker()
+    tracker.hold(3, stream_time_before=10)
+    tracker.hold(3, stream_time_before=10)
+    tracker.advance(6, stream_time_ms=30)
+    assert len(tracker.export_state(_before)) == 11  # refuses a handover, as a resize must
+    restored = SafeOffsetTracker.restore_state(tracker.export_state(_before))
+    for each in (tracker, restored):
+        each.release(3)  # the engine's verdict on the parked record
+        assert (each.safe_offset, each.stream_time_at_safe_offset(_before)) == (3, 10)
+        each.release(3)  # the forward's seal
+        assert each.safe_offset == 6
+    tracker.hold(3, stream_time_before=10)
+    tracker.hold(3, stream_time_before=10)
+    tracker.release_past(3, 5)  # the seal, with a repeat at 5: let go once the park is done
+    assert tracker.safe_offset == 3
+    tracker.release(3)
+    assert tracker.safe_offset == 6
+
+
 def test_ignore_bytes_counts_exactly_the_entries_at_or_after_the_safe_offset() -> None:
     tracker = SafeOffsetTracker()
     _open(tracker, "long", 0, None)
