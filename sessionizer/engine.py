@@ -322,7 +322,11 @@ class SessionEngine:
 
     def judge_parked_by(self, record: Record) -> list[EngineOutput]:
         """Judge the parked record as processing `record` next will, before processing it
-        (a resize acts on the verdict before the record: docs/resize.md)."""
+        (a resize acts on the verdict before the record: docs/resize.md).
+
+        The verdicts are those of `_on_watermark` and `_on_fragment`
+        (tests/unit/test_engine_future_property.py holds them to it).
+        """
         if self._parked is None:
             return []
         if isinstance(record, Watermark):
@@ -367,6 +371,7 @@ class SessionEngine:
             # Nothing is left to refute a parked record: take it, then close everything.
             return self._resolve_parked(None) + self._close_all()
         # A marker's time is a producer's clock, no witness: it confirms a parked record.
+        # (`judge_parked_by` gives a resize the verdicts of this method and `_on_fragment`.)
         outputs = self._resolve_parked(None if marker else time)
         if not end and not marker and self._too_far_ahead(time):
             self._park(Watermark(time, offset=offset, producer=producer), time)

@@ -183,3 +183,21 @@ def test_crash_and_resume_gives_exactly_the_uninterrupted_output(
     # Dead letters (late and future fragments) reach the output at least once, none invented.
     assert _dead_letters(run.committed) == _dead_letters(uninterrupted)
     assert _dead_letters(run.at_risk) <= _dead_letters(uninterrupted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios(), st.integers(0, 2**32 - 1))
+def test_judging_a_parked_record_before_a_record_changes_nothing_it_then_does(
+    scenario: OffsetScenario, choice: int
+) -> None:
+    """`judge_parked_by(record)` then `process(record)` (a resize acts on the verdict between
+    the two: docs/resize.md) gives the outputs and state `process(record)` gives alone."""
+    alone = SessionEngine(STREAM, scenario.processor())
+    judged = SessionEngine(STREAM, scenario.processor())
+    for index, record in enumerate(scenario.records):
+        expected = alone.process(record)
+        early = judged.judge_parked_by(record) if (choice >> index % 32) & 1 else []
+        event("judged a parked record" if early else "nothing judged")
+        assert early + judged.process(record) == expected
+        assert judged.parked_offset == alone.parked_offset and record.offset is not None
+        assert judged.snapshot(record.offset + 1) == alone.snapshot(record.offset + 1)
