@@ -93,7 +93,7 @@ def _short(exc: BaseException, limit: int = 200) -> str:
     """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
     lines = str(exc).strip().splitlines()
     name = getattr(exc, "client_class", "") or type(exc).__name__  # a mapped error: the client's
-    text = f"{name}: {lines[0]}" if lines else name
+    text = name if not lines else lines[0] if lines[0].startswith(name) else f"{name}: {lines[0]}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -3,13 +3,15 @@
 By default every server listens on the loopback interface of the current
 network namespace.  For partition tests the servers can listen on other
 addresses and run inside a named network namespace (`host`, `kafka_host`,
-`netns`; see `framework.cluster.netns`).
+`netns`; see `framework.cluster.netns`).  A broker counts as started once it
+serves and gives idempotent producers their ids (`framework.kafka.producer_ids`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -304,7 +306,25 @@ class LocalCluster(Lifecycle):
                 kafka = next(k for k in self._kafkas if k.name == name)
                 return kafka.node_id in broker_ids_serving(kafka.address, self.client_properties)
 
+        began = time.monotonic()
         wait_until(serving, self._ready_timeout, f"{name} to serve", interval=0.25)
+        if not name.startswith("zk"):
+            self._wait_producer_ids(name, self._ready_timeout - (time.monotonic() - began))
+
+    def _wait_producer_ids(self, name: str, timeout: float) -> None:
+        """Until the broker gives producer ids: the first producer then gets one at once,
+        rather than a "coordinator load in progress" warning and a retry."""
+        # imported late: only a cluster being started needs the client
+        from framework.kafka.producer_ids import producer_id_refusal
+
+        kafka = next(k for k in self._kafkas if k.name == name)
+        with inside(self.netns):
+            refusal = producer_id_refusal(kafka.address, self.client_properties, max(timeout, 1.0))
+        if refusal is not None:
+            raise ClusterError(
+                f"{name} serves but gave no producer id within {timeout:.0f}s ({refusal}); "
+                f"its log is {self.process(name).log_path}"
+            )
 
     def _write_state(self) -> None:
         write_state(

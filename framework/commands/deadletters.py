@@ -41,9 +41,15 @@ __all__ = ["add_parser"]
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "action", nargs="?", choices=("list", "show", "replay"), default="list", help="list"
+        "action",
+        nargs="?",
+        choices=("list", "show", "replay"),
+        default="list",
+        help="list (the default), show POSITION, or replay --processor MODULE:CLASS",
     )
-    parser.add_argument("position", nargs="?", type=int, help="show: the dead letter's offset")
+    parser.add_argument(
+        "position", nargs="?", type=int, help="show: the dead letter's offset (from the list)"
+    )
     parser.add_argument("--json", action="store_true", help="JSON: one per line, or a summary")
     parser.add_argument("--reason", help="only this reason (`late`, `hook:update`, `hook:*`...)")
     parser.add_argument("--stream", help="only this stream")
@@ -52,6 +58,11 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List, show or replay."""
+    misuse = _misuse(args)
+    if misuse is not None:  # before any server is asked: a usage error is not worth a timeout
+        raise DeadLetterError(misuse)
+    if args.action == "replay":
+        load_processor(args.processor)  # fail early, naming the class, before any reading
     connection = connection_from_args(args)
     reader = TopicReader(connection.bootstrap, connection.kafka_config)
     try:
@@ -65,6 +76,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         reader.close()
+
+
+def _misuse(args: argparse.Namespace) -> str | None:
+    """What is wrong with the action's arguments, if anything."""
+    if args.action == "show" and args.position is None:
+        return "deadletters show needs the dead letter's offset (see the list)"
+    if args.action != "show" and args.position is not None:
+        return f"deadletters {args.action} takes no position (did you mean `show {args.position}`?)"
+    if args.action == "replay" and not args.processor:
+        return "deadletters replay needs --processor MODULE:CLASS (the fixed one)"
+    if args.action != "replay" and args.processor:
+        return f"--processor is for `deadletters replay`, not `{args.action}`"
+    return None
 
 
 def _filtered(
@@ -118,9 +142,7 @@ def _line(stored: StoredLetter) -> str:
     )
 
 
-def _show(letters: list[StoredLetter], position: int | None, *, as_json: bool) -> int:
-    if position is None:
-        raise DeadLetterError("deadletters show needs the dead letter's offset (see the list)")
+def _show(letters: list[StoredLetter], position: int, *, as_json: bool) -> int:
     for stored in letters:
         if stored.position == position:
             fields = _fields(stored, traceback=True)
@@ -141,10 +163,7 @@ def _replay(
     reader: TopicReader,
     letters: list[StoredLetter],
 ) -> int:
-    if not args.processor:
-        raise DeadLetterError("deadletters replay needs --processor MODULE:CLASS (the fixed one)")
     processor_path: str = args.processor
-    load_processor(processor_path)  # fail early, naming the class, before any reading
     chosen = _filtered(letters, args.reason, args.stream)
     lost = lost_sessions(chosen)
     emitted = _emitted_ids(connection)

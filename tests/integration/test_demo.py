@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from framework.testing.cli import DATA
+from framework.testing.docs import README
 
 pytestmark = pytest.mark.integration
 SESSIONIZER = str(Path(sys.executable).with_name("sessionizer"))
@@ -18,6 +19,7 @@ VERIFIED = re.compile(
     r"lost (\d+), duplicates (\d+)$",
     re.MULTILINE,
 )
+STEP = re.compile(r"^\[\d/\d\] \S+", re.MULTILINE)
 
 
 def _leftovers(directory: Path) -> list[str]:
@@ -51,3 +53,7 @@ def test_demo_verifies_its_output_and_leaves_nothing_running(tmp_path: Path, sou
     chart = directory / "aggregates" / "sessions_per_hour.png"
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 10_000
     assert _leftovers(directory) == []
+    # The README's abridged output shows the steps as the demo prints them...
+    assert set(STEP.findall(README.read_text())) <= set(STEP.findall(result.stdout))
+    # ...and no warning of a client that started before the cluster could serve it.
+    assert '"logger": "librdkafka"' not in result.stdout + result.stderr
