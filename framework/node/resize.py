@@ -331,9 +331,13 @@ class ResizeGate:
 
     def _settle(self) -> None:
         target = self.target
-        if target is not None and self._holding is not None and target.settle():
-            _log.info("resize_settled", stream=self.stream, epoch=target.epoch.epoch)
-            self._engine.attach(None)
+        if target is None or self._holding is None:
+            return
+        was_settled = target.settled  # the hold waits for the start's record: said once
+        if target.settle():
+            if not was_settled:
+                _log.info("resize_settled", stream=self.stream, epoch=target.epoch.epoch)
+                self._engine.attach(None)
             self._release()
 
     def _release(self) -> None:

@@ -17,7 +17,7 @@ from framework.node.task import StreamTask
 from framework.testing.resize_cases import Members
 from framework.testkit.memory import FlushingSink, MemoryLog, memory_parts, node_config, traffic_log
 from router.generator import generate_fragments
-from router.resize_wire import Epoch, ResizeMarker, encode_control
+from router.resize_wire import Epoch, MigrationDone, ResizeMarker, encode_control
 from sessionizer.examples.weblog import WebSessions
 from state.record import StreamState
 from state.store import VersionedMemory
@@ -114,3 +114,28 @@ def test_a_stream_whose_resize_record_cannot_be_read_is_given_up_not_run_blind()
     assert any(e["event"] == "resize_record_unreadable" and e["stream"] == bad for e in logs)
     streams = {s.session_id.rsplit(":", 2)[0] for s in sink.durable.sessions}
     assert streams == {good}
+
+
+def _control(stream: str, offset: int, record: Any) -> StreamRecord:
+    key, value, headers, stamp = encode_control(record)
+    return StreamRecord(stream, offset, key, value, stamp, headers)
+
+
+def test_a_target_that_settles_before_its_start_is_recorded_says_so_once() -> None:
+    """The start is recorded after the batch that read it; a stream that settled in that
+    batch logged `resize_settled` again at each later record until then."""
+    stream = "test.stream.0002"  # a new stream: a target of the old streams 0 and 1
+    task = StreamTask.resume(Members(), StreamState.initial(stream))
+    link = ResizeLink(Records(), Sink())
+    link.prepare(task)
+    batch = [_start(stream, 0)] + [
+        _control(stream, 1 + i, MigrationDone(EPOCH, f"test.stream.000{i}", 7, 0, 1_000))
+        for i in range(2)
+    ]
+    batch.append(_control(stream, 3, ResizeMarker(EPOCH, None, 1)))  # a later record
+    with capture_logs() as logs:
+        for record in batch:
+            task.handle(record)
+        link.after(task)
+    assert task.gate is not None and task.gate.target is not None and task.gate.target.settled
+    assert [e["stream"] for e in logs if e["event"] == "resize_settled"] == [stream]
