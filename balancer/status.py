@@ -206,8 +206,8 @@ def format_table(status: Mapping[str, Any], *, wide: bool = False, width: int = 
     corrupt = [row for row in streams if row.get("corrupt") is not None]
     counts = f"{claimed} claimed" + (f", {len(corrupt)} corrupt" if corrupt else "")
     lines = [
-        f"app {status['app']}: {len(status['consumers'])} consumers, "
-        f"{len(streams)} streams ({counts})",
+        f"app {status['app']}: {_count(len(status['consumers']), 'consumer')}, "
+        f"{_count(len(streams), 'stream')} ({counts})",
         *([auth_line(status["app"], status["auth"])] if "auth" in status else []),
         *([f"balance: {status['balance']}"] if status.get("balance") else []),
         "",
@@ -311,3 +311,7 @@ def _cell(value: Any) -> str:
         text = f"{value:.2f}".rstrip("0").rstrip(".")
         return "<0.01" if text == "0" and value > 0 else text
     return str(value)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

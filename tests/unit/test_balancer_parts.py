@@ -86,7 +86,7 @@ def test_status_table_lists_consumers_and_streams() -> None:
         ],
     }
     table = format_table(status, wide=True)
-    assert "1 consumers, 2 streams (1 claimed)" in table
+    assert "1 consumer, 2 streams (1 claimed)" in table
     assert any(line.split() == ["s1", "-", "unowned", "-"] for line in table.splitlines())
 
 
@@ -145,7 +145,7 @@ def test_status_table_shows_corrupt_streams_and_why() -> None:
         ],
     }
     lines = format_table(status, wide=True).splitlines()
-    assert "1 consumers, 2 streams (1 claimed, 1 corrupt)" in lines[0]
+    assert "1 consumer, 2 streams (1 claimed, 1 corrupt)" in lines[0]
     assert ["STREAM", "OWNER", "STATE", "EPOCH", "SAFE_OFFSET"] in [line.split() for line in lines]
     assert ["s0", "n1", "owned", "4", "7"] in [line.split() for line in lines]
     assert ["s1", "-", "corrupt", "-", "-"] in [line.split() for line in lines]
