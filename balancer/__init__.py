@@ -11,6 +11,7 @@ from balancer.errors import (
     BalancerError,
     DuplicateConsumer,
     InvalidTransition,
+    MembersDisagree,
     MembershipLost,
     StreamFenced,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "BalancerState",
     "DuplicateConsumer",
     "InvalidTransition",
+    "MembersDisagree",
     "MembershipLost",
     "NoopListener",
     "StreamFenced",

@@ -25,7 +25,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 from balancer import claims, plan
 from balancer.config import BalancerConfig, BalancerListener
 from balancer.drain import DrainPace
-from balancer.errors import BalancerError, DuplicateConsumer
+from balancer.errors import BalancerError, DuplicateConsumer, MembersDisagree
 from balancer.fencing import StreamLease
 from balancer.holdings import Holdings
 from balancer.machine import (
@@ -393,6 +393,16 @@ class Balancer(Lifecycle):
             self._due = now + self.config.retry_delay
             return
         self._joining_since = None
+        # Checked once our znode exists: of two members started at once with different
+        # settings, the later one to join sees the earlier (ZooKeeper's one order).
+        disagreeing = claims.disagreeing(
+            self.client, self.paths, self.config.consumer_id, self.config.agreed
+        )
+        if disagreeing:
+            self._held.leave()
+            raise MembersDisagree(
+                self.config.consumer_id, self.config.app, self.config.agreed, disagreeing
+            )
         self._watch()
         self._log.info("joined", session=f"{session:#x}")
         self._set_paused(False)

@@ -13,7 +13,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -30,6 +30,7 @@ __all__ = [
     "claim_slot",
     "decode",
     "delete_if_ours",
+    "disagreeing",
     "encode",
     "ensure_layout",
     "join",
@@ -100,6 +101,30 @@ def join(
     except NodeExistsError:
         stat = client.exists(path)
         return stat is not None and stat.ephemeralOwner == session
+
+
+def disagreeing(
+    client: KazooClient, paths: AppPaths, consumer_id: str, agreed: Mapping[str, str]
+) -> dict[str, dict[str, str]]:
+    """Per setting of `agreed`, the other members announcing another value, and theirs.
+
+    A member that announces nothing for a setting is not counted (it predates it).
+    """
+    if not agreed:
+        return {}
+    others = [m for m in client.get_children(paths.active_consumers) if m != consumer_id]
+    pending = [(m, client.get_async(paths.consumer(m))) for m in others]
+    found: dict[str, dict[str, str]] = {}
+    for member, result in pending:
+        try:
+            info = decode(result.get()[0])
+        except NoNodeError:
+            continue  # left between the listing and the read
+        for name, ours in agreed.items():
+            theirs = info.get(name)
+            if theirs is not None and str(theirs) != ours:
+                found.setdefault(name, {})[member] = str(theirs)
+    return found
 
 
 def take(

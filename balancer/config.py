@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -56,6 +56,10 @@ class BalancerConfig:
     # cools down for one interval; loads are averaged over a third of it.
     load_interval: float = 30.0
     load_max_moves: int = 4
+    # Settings every member of the app must share (a node's delivery mode): announced in
+    # the membership znode, and a member that finds another with a different value
+    # leaves at its join (`MembersDisagree`).
+    agreed: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.zk_hosts:

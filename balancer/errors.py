@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from framework.kernel.errors import MemberError, SessionizerError, StreamError
+from collections.abc import Mapping
+
+from framework.kernel.errors import ConfigError, MemberError, SessionizerError, StreamError
 
 __all__ = [
     "BalancerError",
     "DuplicateConsumer",
     "InvalidTransition",
+    "MembersDisagree",
     "MembershipLost",
     "StreamFenced",
 ]
@@ -62,6 +65,27 @@ class DuplicateConsumer(BalancerError, MemberError):
             f"node {node}: {path} has belonged to another live ZooKeeper session for "
             f"{waited:.0f} s; two nodes were started with the same --id. Stop one of them or "
             "give each node its own id",
+        )
+
+
+class MembersDisagree(BalancerError, MemberError, ConfigError):
+    """Other members of the app run with a setting all must share set otherwise (a
+    `ConfigError`: the node refuses to run, rather than crashing)."""
+
+    def __init__(
+        self, node: str, app: str, ours: Mapping[str, str], theirs: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        self.theirs = {name: dict(members) for name, members in theirs.items()}
+        differences = "; ".join(
+            f"its {name} is {ours[name]}, but "
+            + ", ".join(f"{m} runs {v}" for m, v in sorted(members.items()))
+            for name, members in sorted(theirs.items())
+        )
+        super().__init__(
+            node,
+            f"node {node} left app {app} at its join: {differences}. Every node of an app "
+            f"must run with the same {', '.join(sorted(theirs))}: start it with theirs, or "
+            "stop them all before switching",
         )
 
 

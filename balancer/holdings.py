@@ -64,7 +64,11 @@ class Holdings:
 
     def join(self, session: int) -> bool:
         """Create our membership znode under `session`; False while another session has it."""
-        info = {**claims.member_info(self.config.capacity), "balance": self.config.balance}
+        info = {
+            **claims.member_info(self.config.capacity),
+            "balance": self.config.balance,
+            **self.config.agreed,
+        }
         if not claims.join(self.client, self.paths, self.node, info, session):
             return False
         self.session, self.joined = session, True

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from balancer.errors import MembersDisagree
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
 from framework.testkit.memory import (
@@ -100,6 +101,25 @@ def test_an_unexpected_exception_commits_nothing_and_a_new_owner_loses_nothing(
     log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
     first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: error("unexpected"))
     with pytest.raises(NodeCrashed, match="unexpected"):
+        run_node(log, first, memory)
+    assert first.lost > 0
+    second = FlushingSink()
+    run_node(log, second, memory)
+    assert_exact(baseline, first.durable, second.durable)
+
+
+def test_a_setting_the_app_refuses_stops_the_node_as_itself_and_commits_nothing_after_it(
+    baseline: dict[str, FinishedSession],
+) -> None:
+    """A `ConfigError` (another delivery mode than the app's members) is the node's one-line
+    refusal, not a crash; like a crash, it commits nothing after it."""
+    memory = VersionedMemory()
+    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
+    refusal = MembersDisagree(
+        "n1", "web", {"delivery": "at-least-once"}, {"delivery": {"n0": "exactly-once"}}
+    )
+    first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: refusal)
+    with pytest.raises(MembersDisagree, match="n0 runs exactly-once"):
         run_node(log, first, memory)
     assert first.lost > 0
     second = FlushingSink()
