@@ -21,7 +21,7 @@ def test_a_node_started_with_another_delivery_mode_leaves_at_its_join_and_says_w
     zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
 ) -> None:
     """Mixed, an at-least-once node taking an exactly-once node's stream resumed from
-    ZooKeeper's hint, an interval behind: `read_committed` readers saw sessions twice."""
+    ZooKeeper's hint, an interval behind: `read_committed` readers would see sessions twice."""
     connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
     provision_streams(connection, 2)
     streams = streams_of(app, 2)
