@@ -48,6 +48,8 @@ S = BalancerState
 _MAX_PASSES = 5
 # Failures worth retrying later rather than raising to the owner.
 _TRANSIENT = (KazooException, KazooTimeoutError)
+# How often a node kept out of its membership znode says so (it retries every retry_delay).
+_BUSY_EVERY_S = 5.0
 
 
 class Balancer(Lifecycle):
@@ -83,6 +85,7 @@ class Balancer(Lifecycle):
         self._draining = False
         self._drain = DrainPace.over(0.0, 0, 0.0)  # replaced when a drain starts
         self._joining_since: float | None = None
+        self._busy_said: float | None = None
         self._watching = False
         self._log = structlog.get_logger(__name__).bind(node=config.consumer_id)
 
@@ -389,10 +392,17 @@ class Balancer(Lifecycle):
             if waited > max(self.config.duplicate_timeout, 2 * self.config.session_timeout):
                 path = self.paths.consumer(self.config.consumer_id)
                 raise DuplicateConsumer(self.config.consumer_id, path, waited)
-            self._log.warning("membership_busy", waited=round(waited, 1))
+            if self._busy_said is None or now - self._busy_said >= _BUSY_EVERY_S:
+                self._busy_said = now
+                self._log.warning(
+                    "membership_busy",
+                    waited=round(waited, 1),
+                    note="another ZooKeeper session holds this node's id: a crashed run's until "
+                    "it expires, or another node started with the same --id",
+                )
             self._due = now + self.config.retry_delay
             return
-        self._joining_since = None
+        self._joining_since = self._busy_said = None
         # Checked once our znode exists: of two members started at once with different
         # settings, the later one to join sees the earlier (ZooKeeper's one order).
         disagreeing = claims.disagreeing(

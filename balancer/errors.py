@@ -55,8 +55,9 @@ class MembershipLost(BalancerError, MemberError):
         )
 
 
-class DuplicateConsumer(BalancerError, MemberError):
-    """Another live session already holds this consumer id."""
+class DuplicateConsumer(BalancerError, MemberError, ConfigError):
+    """Another live session already holds this consumer id (a `ConfigError`: the node refuses
+    to run, rather than crashing)."""
 
     def __init__(self, node: str, path: str, waited: float) -> None:
         self.path = path

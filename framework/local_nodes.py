@@ -69,13 +69,16 @@ class NodeGroup(ProcessGroup):
         With `netns` the node runs as `ip netns exec NETNS sessionizer node ...`
         (`ip` execs the node, so signals reach it directly).
         """
-        command = [
+        return self.spawn(node, self.command(node, *extra, netns=netns), log_stderr=True)
+
+    def command(self, node: str, *extra: str, netns: str | None = None) -> list[str]:
+        """The command line `start` runs for node `node`."""
+        return [
             *exec_prefix(netns), SESSIONIZER, "node", "--processor", self.processor, "--id", node,
             "--zk", self.connection.zk, "--bootstrap", self.connection.bootstrap,
             "--app", self.connection.app, "--session-timeout", str(self.session_timeout),
             *extra,
         ]  # fmt: skip
-        return self.spawn(node, command, log_stderr=True)
 
 
 def claims_by_owner(client: KazooClient, paths: AppPaths) -> dict[str, set[str]]:

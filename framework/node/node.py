@@ -127,7 +127,7 @@ class Node:
             try:
                 self._loop_until_stopped()
                 self._leave()
-            except ConfigError as exc:  # a setting the app refuses (MembersDisagree): no crash
+            except ConfigError as exc:  # a setting the app refuses (MembersDisagree...): no crash
                 self._log.error("node_refused", error=str(exc), streams=self.streams)
                 self._drop(list(self._tasks), reassign=False)  # as a crash: nothing committed
                 raise
