@@ -8,7 +8,9 @@ a processor module that cannot be found at all is blamed on PYTHONPATH.
 from __future__ import annotations
 
 import importlib
+import os
 import traceback
+from pathlib import Path
 from typing import Any
 
 from framework.kernel.errors import ConfigError
@@ -29,7 +31,17 @@ def load_processor(spec: str) -> StreamProcessor[Any]:
     try:
         return cls()
     except TypeError as exc:
+        if _where(exc) != _ABSENT:  # raised inside the user's __init__, not by the call itself
+            raise _raised(spec, exc) from exc
         raise ConfigError(f"cannot instantiate {spec}: {exc}") from exc
+    except Exception as exc:  # the user's __init__ failed: one line, not a traceback
+        raise _raised(spec, exc) from exc
+
+
+def _raised(spec: str, exc: Exception) -> ConfigError:
+    return ConfigError(
+        f"processor {spec} raised {type(exc).__name__} at {_where(exc)} while being created: {exc}"
+    )
 
 
 def _import(module_name: str) -> Any:
@@ -65,10 +77,20 @@ def _is_the_module_itself(module_name: str, exc: ImportError) -> bool:
     return module_name == exc.name or module_name.startswith(exc.name + ".")
 
 
+_ABSENT = "import time"
+_PROJECT = tuple(
+    f"{Path(__file__).resolve().parents[2] / package}{os.sep}"
+    for package in ("framework", "router", "balancer", "state", "sessionizer")
+)
+
+
 def _where(exc: BaseException) -> str:
-    """`file:line` of the innermost frame of the user's code (not importlib's machinery)."""
+    """`file:line` of the innermost frame of the user's code: not importlib's machinery, nor
+    the project's own checks of the user's class (they run in its `class` statement)."""
     frames = [
-        f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and f.filename != __file__
     ]
-    frames = [f for f in frames if f.filename != __file__]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import time"
+    theirs = [f for f in frames if not f.filename.startswith(_PROJECT)] or frames
+    return f"{theirs[-1].filename}:{theirs[-1].lineno}" if theirs else _ABSENT

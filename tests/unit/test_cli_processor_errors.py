@@ -49,3 +49,33 @@ def test_a_module_not_found_is_blamed_on_pythonpath(modules: Path) -> None:
     (modules / "pkg_here").mkdir()
     (modules / "pkg_here" / "__init__.py").write_text("")
     assert "no module named 'pkg_here.absent'" in _error("pkg_here.absent:Thing")
+
+
+def test_a_processor_whose_init_raises_names_file_and_line(modules: Path) -> None:
+    """It ended the node with a bare traceback and exit 1."""
+    (modules / "proc_init.py").write_text(
+        "from framework import StreamProcessor\n\n\n"
+        "class Views(StreamProcessor):\n"
+        "    def __init__(self):\n"
+        "        raise RuntimeError('no config file')\n\n"
+        "    def open(self, key, fragment): return {}\n\n"
+        "    def update(self, session, fragment): pass\n\n"
+        "    def close(self, key, session): return session\n"
+    )
+    message = _error("proc_init:Views")
+    assert (
+        f"processor proc_init:Views raised RuntimeError at {modules / 'proc_init.py'}:6 "
+        "while being created: no config file"
+    ) in message
+
+
+def test_a_setting_the_framework_refuses_is_blamed_on_the_users_class_line(modules: Path) -> None:
+    """The location was the framework's own check (sessionizer/processor.py), not the class."""
+    (modules / "proc_setting.py").write_text(
+        "from sessionizer.examples.weblog import WebSessions\n\n\n"
+        "class Views(WebSessions):\n"
+        "    timeout = -5\n"
+    )
+    message = _error("proc_setting:Views")
+    assert f"raised ProcessorError at {modules / 'proc_setting.py'}:4 " in message
+    assert "Views.timeout must be a positive number of seconds, got -5" in message
