@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -70,6 +71,7 @@ class StreamProcessor(ABC, Generic[Session]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         Timing.of(cls)  # a bad attribute fails at class definition, naming the class
+        _check_hooks(cls)
 
     def timestamp(self, fragment: Mapping[str, Any], record_timestamp_ms: int) -> int:
         """Return the fragment's event time in epoch ms (default: the record's timestamp)."""
@@ -103,6 +105,35 @@ class StreamProcessor(ABC, Generic[Session]):
     def load_session(self, data: Any) -> Session:
         """Rebuild a session object from what `dump_session` returned (default: the data)."""
         return cast(Session, data)
+
+
+_HOOK_PARAMETERS = {
+    "timestamp": ("fragment", "record_timestamp_ms"),
+    "is_end": ("fragment",),
+    "open": ("key", "fragment"),
+    "update": ("session", "fragment"),
+    "close": ("key", "session"),
+    "dump_session": ("session",),
+    "load_session": ("data",),
+}
+"""The arguments the engine passes each hook, positionally, after `self`."""
+
+
+def _check_hooks(cls: type) -> None:
+    """A hook defined on `cls` that cannot take its arguments fails now, naming it: called,
+    it would raise on every fragment, each then a dead letter."""
+    for name, parameters in _HOOK_PARAMETERS.items():
+        hook = cls.__dict__.get(name)
+        if not inspect.isfunction(hook):
+            continue  # inherited, or not a plain function (a callable object, a partial)
+        signature = inspect.signature(hook)
+        try:
+            signature.bind(None, *parameters)
+        except TypeError:
+            raise ProcessorError(
+                f"{cls.__name__}.{name} must take ({', '.join(parameters)}) after self, as "
+                f"the engine calls it; it is defined as {name}{signature}"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)
