@@ -63,15 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _hide_secrets_from_process_title()
     configure_logging(args.log_level, args.log_format)
+    command = getattr(args, "command_line", args.command)
     try:
         return int(args.run(args) or 0)
     except SessionizerError as exc:
         if not (isinstance(exc, ClientError) and exc.client_class):
-            print(f"sessionizer {args.command}: error: {exc}", file=sys.stderr)
+            print(f"sessionizer {command}: error: {exc}", file=sys.stderr)
             return 2
-        return _no_answer(args.command, exc)  # the client's own error, as it raised it
+        return _no_answer(command, exc)  # the client's own error, as it raised it
     except KazooException as exc:
-        return _no_answer(args.command, exc)
+        return _no_answer(command, exc)
     except BrokenPipeError:
         return _reader_gone()
     except KeyboardInterrupt:

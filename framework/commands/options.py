@@ -156,6 +156,8 @@ class Group:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         for action in self.actions:
             action.register(actions, common)
+            # Errors name the action as argparse's own do: `sessionizer streams reset: error:`.
+            actions.choices[action.name].set_defaults(command_line=f"{self.name} {action.name}")
 
 
 def common_parser() -> argparse.ArgumentParser:

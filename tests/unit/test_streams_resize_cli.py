@@ -115,7 +115,7 @@ def test_a_shrink_the_same_count_or_no_count_is_one_line_and_starts_nothing(
     code, out, errors = _run("--count", count)
     assert code == 2 and out == "" and cluster.started == []
     assert len(errors) == 1 and message in errors[0], errors
-    assert errors[0].startswith("sessionizer streams: error: ")
+    assert errors[0].startswith("sessionizer streams resize: error: ")
 
 
 def test_an_app_without_streams_is_told_to_create_them(cluster: Cluster) -> None:
@@ -123,7 +123,7 @@ def test_an_app_without_streams_is_told_to_create_them(cluster: Cluster) -> None
     code, _out, errors = _run("--count", "12")
     assert code == 2 and cluster.started == []
     assert errors == [
-        "sessionizer streams: error: app 'web' has no streams; "
+        "sessionizer streams resize: error: app 'web' has no streams; "
         "run `sessionizer streams create --count N`"
     ]
 
