@@ -6,7 +6,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -16,28 +15,14 @@ from framework.cluster import LocalCluster
 pytestmark = pytest.mark.integration
 
 
-class _Lines(logging.Handler):
-    """Keeps every line a client logs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def test_an_idempotent_producer_started_as_the_cluster_comes_up_gets_its_id_without_retrying(
-    local_cluster: Callable[..., LocalCluster], tmp_path: Path
+    local_cluster: Callable[..., LocalCluster], caplog: pytest.LogCaptureFixture
 ) -> None:
     """`make demo` printed librdkafka's "Failed to acquire idempotence PID ... Coordinator
     load in progress: retrying" warning: its producer asked before the broker could give
     producer ids."""
     cluster = local_cluster(zookeepers=1, brokers=1)
-    seen = _Lines()
-    logger = logging.getLogger(f"test-probe-{tmp_path.name}")
-    logger.addHandler(seen)
-    logger.propagate = False
+    logger = logging.getLogger("test-cluster-ready")
     states: list[str] = []
     producer = Producer(
         {
@@ -48,9 +33,11 @@ def test_an_idempotent_producer_started_as_the_cluster_comes_up_gets_its_id_with
             "logger": logger,
         }
     )
+    caplog.set_level(logging.DEBUG, logger=logger.name)
     deadline = time.monotonic() + 60
     while "Assigned" not in states and time.monotonic() < deadline:
         producer.poll(0.05)
     producer.flush(5)
     assert "Assigned" in states, f"no producer id within 60 s; states {states[-5:]}"
-    assert not [line for line in seen.lines if "PID" in line], seen.lines
+    lines = [r.getMessage() for r in caplog.records if r.name == logger.name]
+    assert not [line for line in lines if "PID" in line], lines

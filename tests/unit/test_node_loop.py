@@ -93,33 +93,29 @@ def test_a_send_that_raises_rewinds_its_streams(baseline: dict[str, FinishedSess
     assert_exact(baseline, sink.durable)
 
 
-@pytest.mark.parametrize("error", [TypeError, RuntimeError, KeyError])
-def test_an_unexpected_exception_commits_nothing_and_a_new_owner_loses_nothing(
-    baseline: dict[str, FinishedSession], error: type[Exception]
+_REFUSAL = MembersDisagree(
+    "n1", "web", {"delivery": "at-least-once"}, {"delivery": {"n0": "exactly-once"}}
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "raised", "says"),
+    [
+        (TypeError("unexpected"), NodeCrashed, "unexpected"),
+        (RuntimeError("unexpected"), NodeCrashed, "unexpected"),
+        (KeyError("unexpected"), NodeCrashed, "unexpected"),
+        # A `ConfigError` (another delivery mode than the app's members) is the node's
+        # one-line refusal, not a crash; like a crash, it commits nothing after it.
+        (_REFUSAL, MembersDisagree, "n0 runs exactly-once"),
+    ],
+)
+def test_an_exception_in_the_loop_commits_nothing_after_it_and_a_new_owner_loses_nothing(
+    baseline: dict[str, FinishedSession], error: Exception, raised: type[Exception], says: str
 ) -> None:
     memory = VersionedMemory()
     log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
-    first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: error("unexpected"))
-    with pytest.raises(NodeCrashed, match="unexpected"):
-        run_node(log, first, memory)
-    assert first.lost > 0
-    second = FlushingSink()
-    run_node(log, second, memory)
-    assert_exact(baseline, first.durable, second.durable)
-
-
-def test_a_setting_the_app_refuses_stops_the_node_as_itself_and_commits_nothing_after_it(
-    baseline: dict[str, FinishedSession],
-) -> None:
-    """A `ConfigError` (another delivery mode than the app's members) is the node's one-line
-    refusal, not a crash; like a crash, it commits nothing after it."""
-    memory = VersionedMemory()
-    log = MemoryLog(traffic_log(FRAGMENTS, STREAMS))
-    refusal = MembersDisagree(
-        "n1", "web", {"delivery": "at-least-once"}, {"delivery": {"n0": "exactly-once"}}
-    )
-    first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: refusal)
-    with pytest.raises(MembersDisagree, match="n0 runs exactly-once"):
+    first = FlushingSink(fail_emits={25}, raise_on_emit=lambda: error)
+    with pytest.raises(raised, match=says):
         run_node(log, first, memory)
     assert first.lost > 0
     second = FlushingSink()
