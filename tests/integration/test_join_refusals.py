@@ -20,7 +20,7 @@ WEBLOG = "sessionizer.examples.weblog:WebSessions"
 def test_a_node_started_with_another_delivery_mode_leaves_at_its_join_and_says_why(
     zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
 ) -> None:
-    """Mixed, an at-least-once node taking an exactly-once node's stream resumed from
+    """Mixed, an at-least-once node taking an exactly-once node's stream would resume from
     ZooKeeper's hint, an interval behind: `read_committed` readers would see sessions twice."""
     connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
     provision_streams(connection, 2)

@@ -48,9 +48,13 @@ class Sink:
         self.sent.extend(records)
 
 
-def _start(stream: str, offset: int) -> StreamRecord:
-    key, value, headers, stamp = encode_control(ResizeMarker(EPOCH, None, 0))
+def _control(stream: str, offset: int, record: Any) -> StreamRecord:
+    key, value, headers, stamp = encode_control(record)
     return StreamRecord(stream, offset, key, value, stamp, headers)
+
+
+def _start(stream: str, offset: int) -> StreamRecord:
+    return _control(stream, offset, ResizeMarker(EPOCH, None, 0))
 
 
 def test_a_gate_s_start_is_recorded_before_it_lets_the_safe_offset_pass() -> None:
@@ -114,11 +118,6 @@ def test_a_stream_whose_resize_record_cannot_be_read_is_given_up_not_run_blind()
     assert any(e["event"] == "resize_record_unreadable" and e["stream"] == bad for e in logs)
     streams = {s.session_id.rsplit(":", 2)[0] for s in sink.durable.sessions}
     assert streams == {good}
-
-
-def _control(stream: str, offset: int, record: Any) -> StreamRecord:
-    key, value, headers, stamp = encode_control(record)
-    return StreamRecord(stream, offset, key, value, stamp, headers)
 
 
 def test_a_target_that_settles_before_its_start_is_recorded_says_so_once() -> None:
