@@ -3,12 +3,16 @@
 A rejected line is logged at debug level (`line_rejected`), and each reason's
 count once at info level when the input ends (`lines_rejected`). Input of which
 no line parses is refused (`NothingParsed`) before the end-of-input watermark
-is written, naming the built-in formats its first lines do parse with.
+is written, naming the built-in formats its first lines do parse with. The first
+event time before 1971 is warned of once (`event_time_near_epoch`): read as
+milliseconds, epoch seconds land there, and their sessions would silently span
+a thousand times their gaps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import structlog
@@ -26,6 +30,9 @@ T = TypeVar("T")
 _log = structlog.get_logger("sessionizer.ingest")
 _PROGRESS_EVERY = 50_000
 _SAMPLE_LINES = 20  # non-blank lines kept from the start, to suggest a --format
+# 1971-01-01 in epoch ms. Epoch seconds of any year from 2001 to 2969 read as ms fall
+# before it, and no log of this century has a genuine time there.
+_NEAR_EPOCH_MS = 31_536_000_000
 
 
 def produce_lines(
@@ -45,13 +52,19 @@ def produce_lines(
     """
     parse = line_parser(fmt, year=year)
     sample: list[str] = []
+    stats = producer.stats
+    warned = False
 
     def parse_and_sample(line: str) -> ParsedFragment:
+        nonlocal warned
         if len(sample) < _SAMPLE_LINES and line.strip():
             sample.append(line)
-        return parse(line)
+        fragment = parse(line)
+        if fragment.timestamp_ms < _NEAR_EPOCH_MS and not warned:
+            warned = True
+            _warn_near_epoch(stats.read, fragment.timestamp_ms)
+        return fragment
 
-    stats = producer.stats
     _send_all(producer, _encoded(producer, lines, parse_and_sample), progress)
     _log_reasons(stats)
     if stats.read and not stats.parsed:
@@ -118,6 +131,18 @@ def _send_all(
         producer.send_encoded(fragment)
         if progress is not None and producer.stats.read % _PROGRESS_EVERY == 0:
             progress(producer.stats)
+
+
+def _warn_near_epoch(line: int, timestamp_ms: int) -> None:
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    _log.warning(
+        "event_time_near_epoch",
+        line=line,
+        timestamp_ms=timestamp_ms,
+        time=moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        note="event times are epoch milliseconds; a time in 1970 usually means the input "
+        "gives seconds: multiply them by 1000 (jsonl: or write ISO-8601); sent as they are",
+    )
 
 
 def _log_reasons(stats: ProducerStats) -> None:

@@ -1,4 +1,5 @@
-"""`produce` with the wrong --format: refused in one line that names the formats that fit."""
+"""`produce` with the wrong --format: refused in one line that names the formats that fit;
+with times in seconds: one warning."""
 
 from __future__ import annotations
 
@@ -78,3 +79,31 @@ def test_formats_that_parse_the_first_lines() -> None:
     assert ingest.formats_that_parse(_lines(AUTH_LOG, 50))[0] == "sshd"
     assert ingest.formats_that_parse(['{"key": "k", "ts": 1000}']) == ["jsonl"]
     assert ingest.formats_that_parse(["no format at all"]) == []
+
+
+def _seconds_lines(count: int) -> list[str]:
+    return [f'{{"key": "u1", "ts": {1700000000 + 60 * n}, "page": "/p"}}\n' for n in range(count)]
+
+
+def test_times_given_in_seconds_are_sent_with_one_warning_naming_the_unit(
+    sent: RecordingTransport,
+) -> None:
+    producer = StreamProducer(ProducerConfig("b:1", "app", 4))
+    with capture_logs() as logs:
+        stats = produce_lines(producer, ["", *_seconds_lines(3)], "jsonl")
+    assert stats.parsed == 3  # sent: the times are valid, only suspicious
+    warnings = [e for e in logs if e["event"] == "event_time_near_epoch"]
+    assert len(warnings) == 1, warnings
+    (warning,) = warnings
+    assert warning["log_level"] == "warning"
+    assert warning["line"] == 2 and warning["timestamp_ms"] == 1700000000
+    assert warning["time"] == "1970-01-20T16:13:20Z"
+    assert "milliseconds" in warning["note"] and "seconds" in warning["note"]
+
+
+def test_times_in_milliseconds_give_no_warning(sent: RecordingTransport) -> None:
+    producer = StreamProducer(ProducerConfig("b:1", "app", 4))
+    lines = [f'{{"key": "u1", "ts": {1700000000000 + n}}}\n' for n in range(3)]
+    with capture_logs() as logs:
+        produce_lines(producer, lines, "jsonl")
+    assert [e for e in logs if e["event"] == "event_time_near_epoch"] == []
