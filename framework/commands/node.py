@@ -150,8 +150,10 @@ NODE = Command(
     description="Claims a fair share of the app's streams, sessionizes them with the "
     "processor, writes finished sessions to <app>.sessions. SIGTERM/SIGINT: commit, "
     "release (or drain) and exit 0 within the session timeout + 5 s (exit 3 if that "
-    "deadline passes); a second signal exits at once (130); an unexpected error commits "
-    "nothing more and exits 1.",
+    "deadline passes); a second signal exits at once (130); what it cannot run with (a "
+    "processor that does not load, an app without streams, another --delivery than the "
+    "app's nodes, a running node's --id) exits 2 with one line; an unexpected error "
+    "commits nothing more and exits 1.",
     options=_options,
 )
 add_parser = NODE.register
