@@ -274,8 +274,10 @@ class Node:
             task = tasks.get(stream)
             if task is not None:
                 reread |= self._apply(task, records)
-                if self._link is not None:  # its writes to other streams, acknowledged now
-                    self._link.after(task)
+                # Its writes to other streams, acknowledged now; its resize record written.
+                if self._link is not None and not self._link.after(task):
+                    self._give_up(stream)
+                    reread = True
         if reread:
             self._reassign()
 
@@ -409,6 +411,12 @@ class Node:
         repair = f"sessionizer streams reset {stream} --from-offset N"
         self._log.error("stream_quarantined", stream=stream, reason=reason, repair=repair)
         self._coordinator.quarantine(stream, reason)
+
+    def _give_up(self, stream: str) -> None:
+        """Forget `stream` without committing and let the balancer hand it out again."""
+        assert self._coordinator is not None
+        self._drop([stream], reassign=False)
+        self._coordinator.report_fenced(stream)
 
     def _drop(self, streams: Sequence[str], *, reassign: bool = True) -> None:
         assert self._owned is not None

@@ -12,6 +12,8 @@ the loop a node must
   nothing more is committed);
 - write what a gate asks the registry to hold (`ResizeGate.wants_start`), and tell
   it (`start_recorded`): only then may its stream's safe offset pass the epoch's start.
+  A write ZooKeeper does not confirm gives the stream up (without committing, to be
+  taken again): its part is derived from its log, so a replay writes it again.
 
 `open_link` builds one over the node's ZooKeeper client (`framework.node.parts`) and a
 Kafka producer of its own; `ResizeLink` takes any `ResizeRecords` and `RecordSink`
@@ -48,6 +50,7 @@ __all__ = [
     "KafkaRecordSink",
     "RecordSink",
     "ResizeLink",
+    "ResizeRecordUnwritten",
     "ResizeRecords",
     "ResizeSendFailed",
     "ZooKeeperResizeRecords",
@@ -66,6 +69,10 @@ class ResizeSendFailed(SessionizerError):
     """Records a stream writes to another stream were not acknowledged (the node stops)."""
 
 
+class ResizeRecordUnwritten(SessionizerError):
+    """ZooKeeper did not confirm a stream's resize record (its owner gives the stream up)."""
+
+
 class ResizeRecords(Protocol):
     """Where each stream's part in the latest resize is recorded (`resize/<stream>`)."""
 
@@ -75,7 +82,8 @@ class ResizeRecords(Protocol):
     def write(
         self, stream: str, record: StreamResize, progress: dict[str, Any], *, quiet: bool = False
     ) -> None:
-        """Store the stream's record, with its progress for `status` (`quiet`: an update)."""
+        """Store the stream's record, with its progress for `status` (`quiet`: an update);
+        raise `ResizeRecordUnwritten` if that is not confirmed."""
 
 
 class RecordSink(Protocol):
@@ -113,13 +121,31 @@ class ResizeLink:
             return False
         return True
 
-    def after(self, task: StreamTask) -> None:
-        """After a batch of the task's records: send what it wrote, record what it asks."""
+    def after(self, task: StreamTask) -> bool:
+        """After a batch of the task's records: send what it wrote, record what it asks.
+
+        False if ZooKeeper did not confirm the record: the caller gives the stream up
+        without committing, as when `prepare` cannot read it.
+        """
         outgoing = task.outgoing
         if outgoing:
             self.sink.send(outgoing)
             self.sent += len(outgoing)
             outgoing.clear()
+        try:
+            self._write_record(task)
+        except ResizeRecordUnwritten as exc:
+            self._published.pop(task.stream, None)
+            _log.warning(
+                "resize_record_unwritten",
+                stream=task.stream,
+                error=str(exc),
+                note="stream given up without committing; it is taken again and replayed",
+            )
+            return False
+        return True
+
+    def _write_record(self, task: StreamTask) -> None:
         gate = task.gate
         wanted = gate.wants_start if gate is not None else None
         if gate is not None and wanted is not None:
@@ -176,7 +202,8 @@ class ZooKeeperResizeRecords:
             except NodeExistsError:
                 self._client.set(path, value)
         except KazooException as exc:
-            raise ResizeSendFailed(f"stream {stream}: recording {path} failed: {exc}") from exc
+            error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            raise ResizeRecordUnwritten(f"stream {stream}: recording {path}: {error}") from exc
         if not quiet:
             _log.info("resize_recorded", stream=stream, epoch=epoch.epoch, start=record.start)
 

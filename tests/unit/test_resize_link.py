@@ -6,16 +6,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import ConnectionLoss
+from kazoo.exceptions import ConnectionLoss, NoNodeError
 from structlog.testing import capture_logs
 
 from framework.kernel.records import StreamRecord
 from framework.node.node import Node
 from framework.node.resize import Outgoing, StreamResize
-from framework.node.resize_link import ResizeLink, resize_line
+from framework.node.resize_link import ResizeLink, ZooKeeperResizeRecords, resize_line
 from framework.node.task import StreamTask
 from framework.testing.resize_cases import Members
-from framework.testkit.memory import FlushingSink, MemoryLog, memory_parts, node_config, traffic_log
+from framework.testkit.memory import (
+    FlushingSink,
+    LocalCoordinator,
+    MemoryLog,
+    memory_parts,
+    node_config,
+    traffic_log,
+)
 from router.generator import generate_fragments
 from router.resize_wire import Epoch, MigrationDone, ResizeMarker, encode_control
 from sessionizer.examples.weblog import WebSessions
@@ -138,3 +145,51 @@ def test_a_target_that_settles_before_its_start_is_recorded_says_so_once() -> No
         link.after(task)
     assert task.gate is not None and task.gate.target is not None and task.gate.target.settled
     assert [e["stream"] for e in logs if e["event"] == "resize_settled"] == [stream]
+
+
+class FlakyZooKeeper:
+    """Enough of a `KazooClient` for `ZooKeeperResizeRecords`: no record is stored yet, and
+    the first write of `stream`'s record loses the connection (a ZooKeeper server restarts)."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.created: dict[str, bytes] = {}
+        self.failed = False
+
+    def get(self, path: str) -> tuple[bytes, object]:
+        raise NoNodeError()
+
+    def create(self, path: str, value: bytes, makepath: bool = False) -> None:
+        if path.endswith(self.stream) and not self.failed:
+            self.failed = True
+            raise ConnectionLoss()
+        self.created[path] = value
+
+    def set(self, path: str, value: bytes) -> None:
+        self.created[path] = value
+
+
+def test_a_resize_record_lost_to_a_zookeeper_blip_gives_the_stream_up_not_the_node() -> None:
+    # Each old stream reaches its barrier (the start marker: no named producer) and asks for
+    # its record; ZooKeeper drops the connection at one write. The node crashed (exit 1, on
+    # a chaos run's ZooKeeper leader restart); the stream's part is idempotent and derived
+    # from its log, so the stream is given up without committing and taken again.
+    log = traffic_log(list(generate_fragments(40, seed=5)), 2, end=False)
+    for stream, records in log.items():
+        records.append(_control(stream, len(records), ResizeMarker(Epoch(1, 2, 3), None, 0)))
+    memory_log = MemoryLog(log)
+    bad, good = sorted(log)
+    zookeeper = FlakyZooKeeper(bad)
+    config = node_config()
+    registry = ZooKeeperResizeRecords(zookeeper, config.connection.paths)  # type: ignore[arg-type]
+    coordinators: list[LocalCoordinator] = []
+    parts = memory_parts(
+        memory_log, FlushingSink(), VersionedMemory(), memory_log.caught_up, coordinators
+    )
+    link = ResizeLink(registry, Sink())
+    with capture_logs() as logs:
+        Node(config, processor=WebSessions(), parts=parts, resize=link).run()
+    assert zookeeper.failed and coordinators[0].fenced == [bad]
+    (unwritten,) = [e for e in logs if e["event"] == "resize_record_unwritten"]
+    assert unwritten["stream"] == bad and "ConnectionLoss" in unwritten["error"]
+    assert list(zookeeper.created) == [config.connection.paths.resize_stream(good)]
