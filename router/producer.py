@@ -271,7 +271,11 @@ class StreamProducer:
         """Mark the end of bounded input on every stream and wait for delivery.
 
         With several producers, a stream's input ends when every live producer of it ended.
+        Every fragment is acknowledged before the end is sent: during a live resize an old
+        stream's owner forwards an end it reads to the new streams, and there it must not
+        overtake this producer's last fragments (docs/resize.md).
         """
+        self.flush()
         self.send_watermark(max(self._policy.clock_ms, 0), end=True)
         self._done = True
         self.flush()

@@ -20,6 +20,8 @@ class RecordingTransport:
     fail_streams: set[int] = field(default_factory=set)
     refuse_streams: set[int] = field(default_factory=set)
     prepared: list[bool] = field(default_factory=list)
+    flushes: list[int] = field(default_factory=list)
+    """How many records had been sent at each flush."""
     closed: bool = False
     _failed: list[str] = field(default_factory=list)
     _fragments_failed: int = 0
@@ -53,6 +55,7 @@ class RecordingTransport:
 
     def flush(self, timeout: float | None) -> tuple[int, list[str]]:
         """The fragments and the failures since the last flush."""
+        self.flushes.append(len(self.records))
         failed, self._failed = self._failed, []
         fragments, self._fragments_failed = self._fragments_failed, 0
         return fragments, failed

@@ -142,3 +142,22 @@ def test_the_transport_follows_the_configured_client(
         monkeypatch.setattr(module, name, lambda settings, name=name: made.append(name) or fake)
     transports.open_transport(_config(kafka_client=choice), ["app.stream.0000"])
     assert made == [expected]
+
+
+def test_the_end_of_input_is_written_once_every_fragment_is_acknowledged(
+    transport: RecordingTransport,
+) -> None:
+    # Another stream's owner may forward this end to the streams a live resize moved keys to
+    # (docs/resize.md); sent beside fragments still in flight, it overtook some of them
+    # there, and the new stream closed its sessions early (the chaos test with a resize).
+    fragments = list(generate_fragments(30, seed=5))
+    with StreamProducer(_config()) as producer:
+        for fragment in fragments:
+            producer.send(fragment)
+        producer.end_of_input()
+    decoded = [decode_record(key, value, headers, stamp) for _, key, value, stamp, headers in
+               transport.records]  # fmt: skip
+    ends = [i for i, record in enumerate(decoded) if isinstance(record, Watermark) and record.end]
+    assert len(ends) == STREAMS and ends[-1] == len(decoded) - 1
+    assert sum(isinstance(r, ParsedFragment) for r in decoded[: ends[0]]) == len(fragments)
+    assert ends[0] in transport.flushes, (ends[0], transport.flushes)
