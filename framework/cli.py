@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 import setproctitle
 from kazoo.exceptions import KazooException
 
+from framework.commands.client_lines import clients_quiet, first_line
 from framework.commands.options import CommandParser, common_parser
 from framework.kafka.errors import ClientError
 from framework.kernel.client_settings import hide_secret_arguments
@@ -64,8 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _hide_secrets_from_process_title()
     configure_logging(args.log_level, args.log_format)
     command = getattr(args, "command_line", args.command)
+    quiet = getattr(args, "quiet_clients", False) and args.log_level != "debug"
     try:
-        return int(args.run(args) or 0)
+        with clients_quiet(quiet):
+            return int(args.run(args) or 0)
     except SessionizerError as exc:
         if not (isinstance(exc, ClientError) and exc.client_class):
             print(f"sessionizer {command}: error: {exc}", file=sys.stderr)
@@ -82,20 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _no_answer(command: str, exc: BaseException) -> int:
     """A last resort for a client's own error: commands wrap these where they can say more."""
     print(
-        f"sessionizer {command}: error: the cluster did not answer ({_short(exc)}); "
+        f"sessionizer {command}: error: the cluster did not answer ({first_line(exc)}); "
         "check --zk / --bootstrap (or SESSIONIZER_ZK / SESSIONIZER_BOOTSTRAP) and that "
         "the servers are up",
         file=sys.stderr,
     )
     return 2
-
-
-def _short(exc: BaseException, limit: int = 200) -> str:
-    """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
-    lines = str(exc).strip().splitlines()
-    name = getattr(exc, "client_class", "") or type(exc).__name__  # a mapped error: the client's
-    text = name if not lines else lines[0] if lines[0].startswith(name) else f"{name}: {lines[0]}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _reader_gone() -> int:

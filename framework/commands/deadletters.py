@@ -264,5 +264,6 @@ DEADLETTERS = Command(
     help="list, show and replay the dead letters",
     description="Reads <app>.deadletter up to its current end (docs/deadletters.md).",
     options=_options,
+    quiet_clients=True,
 )
 add_parser = DEADLETTERS.register

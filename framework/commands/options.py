@@ -132,6 +132,9 @@ class Command:
     help: str
     description: str | None = None
     options: Callable[[argparse.ArgumentParser], None] = _no_options
+    quiet_clients: bool = False
+    """A one-shot read of the cluster: its error is one line, so the clients' own lines are
+    left out unless --log-level debug (`framework.commands.client_lines`)."""
 
     def register(self, subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         """Add the command, with the shared options of `common` (`common_parser()`)."""
@@ -139,7 +142,7 @@ class Command:
             self.name, parents=[common], help=self.help, description=self.description
         )
         self.options(parser)
-        parser.set_defaults(run=self.run)
+        parser.set_defaults(run=self.run, quiet_clients=self.quiet_clients)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,10 @@ def print_sessions(
 
 
 SESSIONS = Command(
-    "sessions", run, help="print the finished sessions so far and exit", options=_options
+    "sessions",
+    run,
+    help="print the finished sessions so far and exit",
+    options=_options,
+    quiet_clients=True,
 )
 add_parser = SESSIONS.register

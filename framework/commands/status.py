@@ -16,7 +16,8 @@ table says so on its second line. Each stream row has its published `load` and
 Exit status: 0; 1 when Kafka could not be read (what ZooKeeper holds is printed,
 the offsets from Kafka are `-`/null, and stderr has one line saying so); 2 when
 ZooKeeper cannot be read, or without the credentials of a protected app.
-kafka-python's and kazoo's own lines are left out (unless --log-level debug):
+The Kafka and ZooKeeper clients' own lines are left out (unless --log-level debug,
+`framework.commands.client_lines`):
 they would repeat that one line once per retry.
 `--watch` redraws under a timestamp: on a terminal it clears the screen, piped
 it separates frames with a blank line; Ctrl-C ends it with 0: once the read in
@@ -27,12 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import queue
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
@@ -42,6 +40,7 @@ from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from balancer.status import format_table, load_summary, snapshot, stream_lag
+from framework.commands.client_lines import first_line
 from framework.commands.interrupts import signals_calling
 from framework.commands.options import connection_from_args
 from framework.kafka.errors import ClientError
@@ -58,7 +57,6 @@ EXIT_PARTIAL = 1
 OUTPUTS = ("table", "wide", "json")
 """`-o` choices: the 80-column table, every column, or the JSON document."""
 
-_CLIENT_LOGGERS = ("kafka", "kazoo")
 _CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
 _REFRESH_SECONDS = 1.0
 
@@ -87,15 +85,14 @@ def add_parser(
     parser.add_argument(
         "--watch", action="store_true", help="redraw whenever claims or members change (Ctrl-C)"
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, quiet_clients=True)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the status once, or keep redrawing it with --watch until Ctrl-C."""
     connection = connection_from_args(args)
     output = "json" if args.json else getattr(args, "output", "table")
-    quiet = getattr(args, "log_level", "info") != "debug"
-    with _clients_quiet(quiet), app_client(connection) as client:
+    with app_client(connection) as client:
         # The check `produce` makes (one line, exit 2): no empty table for an app
         # whose streams were never created.
         streams_for(client, connection.paths.active_streams, connection.app)
@@ -133,7 +130,7 @@ class StatusReader:
 
     def _kafka_failed(self, exc: ClientError) -> None:
         self._errors.append(
-            f"cannot read Kafka at {self._connection.bootstrap} ({_first_line(exc)}), so LAG "
+            f"cannot read Kafka at {self._connection.bootstrap} ({first_line(exc, 160)}), so LAG "
             "and end offsets are unknown; is it up, and --bootstrap right?"
         )
 
@@ -232,27 +229,3 @@ class _Wakeup:
                 self._queue.get_nowait()
         except queue.Empty:
             return
-
-
-@contextmanager
-def _clients_quiet(quiet: bool) -> Iterator[None]:
-    """kafka-python and kazoo silenced for the command (unless --log-level debug): a
-    server status cannot read is its one line (`errors`, or the error exit), and the
-    clients' own lines would repeat it once per retry."""
-    loggers = [logging.getLogger(name) for name in _CLIENT_LOGGERS] if quiet else []
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
-def _first_line(exc: BaseException, limit: int = 160) -> str:
-    """An exception's type and first line, cut: kafka-python's can hold a whole request dump."""
-    lines = str(exc).strip().splitlines()
-    name = getattr(exc, "client_class", "") or type(exc).__name__  # a mapped error: the client's
-    text = lines[0] if lines and lines[0].startswith(name) else ": ".join([name, *lines[:1]])
-    return text if len(text) <= limit else text[: limit - 3] + "..."

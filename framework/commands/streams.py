@@ -126,6 +126,7 @@ STREAMS = Group(
             run_create,
             help="create N single-partition stream topics and register them in ZooKeeper",
             options=_create_options,
+            quiet_clients=True,
         ),
         Command(
             "resize",
@@ -140,6 +141,7 @@ STREAMS = Group(
                 "Start the next resize once `status` shows the previous one settled."
             ),
             options=_resize_options,
+            quiet_clients=True,
         ),
         Command(
             "reset",
@@ -154,6 +156,7 @@ STREAMS = Group(
                 "live producers as of N are kept (rebuilt from the state record and the log)."
             ),
             options=_reset_options,
+            quiet_clients=True,
         ),
     ),
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.cli import _short
+from framework.commands.client_lines import first_line
 from framework.kafka.errors import ClientError
 from framework.testing.cli import cli
 
@@ -36,6 +36,6 @@ def test_a_client_error_that_names_its_class_is_not_named_twice() -> None:
     error = ClientError(
         "KafkaTimeoutError: Unable to bootstrap from 127.0.0.1:1", client_class="KafkaTimeoutError"
     )
-    assert _short(error) == "KafkaTimeoutError: Unable to bootstrap from 127.0.0.1:1"
+    assert first_line(error) == "KafkaTimeoutError: Unable to bootstrap from 127.0.0.1:1"
     other = ClientError("Unable to bootstrap", client_class="KafkaTimeoutError")
-    assert _short(other) == "KafkaTimeoutError: Unable to bootstrap"
+    assert first_line(other) == "KafkaTimeoutError: Unable to bootstrap"

@@ -112,3 +112,37 @@ def test_cluster_down_where_no_cluster_was_started_is_an_error(
     assert err.count("\n") == 1
     assert f"no cluster was started in {tmp_path}" in err
     assert "SESSIONIZER_CLUSTER_DIR" in err
+
+
+# A child whose `sessions` read meets an unreachable Kafka: the client logs its retries,
+# then gives up, as kafka-python does against a wrong --bootstrap.
+_UNREACHABLE_CHILD = textwrap.dedent(
+    """
+    import logging, sys
+    import framework.commands.sessions as command
+    from framework.cli import main
+    from framework.kafka.errors import ClientError
+
+    def read(*args, **kwargs):
+        for _ in range(3):
+            logging.getLogger("kafka.net.manager").warning("Bootstrap bootstrap-0 not ready")
+        raise ClientError("Unable to bootstrap from b:1", client_class="KafkaTimeoutError")
+
+    command.require_streams = lambda connection: 1
+    command.read_sessions = read
+    sys.exit(main(["sessions", *sys.argv[1:], "--zk", "z:1", "--bootstrap", "b:1"]))
+    """
+)
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_a_one_shot_command_s_error_is_one_line_without_the_client_s_retries(level: str) -> None:
+    result = _run(sys.executable, "-c", _UNREACHABLE_CHILD, "--log-level", level)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("sessionizer sessions: error: ")]
+    assert len(errors) == 1 and "the cluster did not answer" in errors[0], lines
+    if level == "info":
+        assert lines == errors
+    else:  # debug shows what the client tried
+        assert any("not ready" in line for line in lines), lines
