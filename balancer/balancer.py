@@ -36,6 +36,7 @@ from balancer.machine import (
     MembersChanged,
     QuarantineChanged,
     StateMachine,
+    StreamsChanged,
 )
 from balancer.quarantine import Outcome
 from framework.kernel.lifecycle import Lifecycle
@@ -297,6 +298,10 @@ class Balancer(Lifecycle):
         self._events.put(ClaimsChanged(tuple(claimed)))
         return False if self.state is S.CLOSED else None
 
+    def _on_streams(self, streams: list[str]) -> bool | None:
+        self._events.put(StreamsChanged(tuple(streams)))
+        return False if self.state is S.CLOSED else None
+
     def _on_quarantine(self, quarantined: list[str]) -> bool | None:
         self._events.put(QuarantineChanged(tuple(quarantined)))
         return False if self.state is S.CLOSED else None
@@ -320,7 +325,7 @@ class Balancer(Lifecycle):
                 self._lose()
             case ConnectionChanged(state=KazooState.CONNECTED):
                 self._reconnect()
-            case MembersChanged() | QuarantineChanged():
+            case MembersChanged() | QuarantineChanged() | StreamsChanged():
                 self._request_pass()
             case ClaimsChanged(claimed=claimed):
                 # Only worth a pass if one of ours vanished or some stream is free.
@@ -425,6 +430,7 @@ class Balancer(Lifecycle):
         ChildrenWatch(self.client, self.paths.active_consumers, self._on_members)
         ChildrenWatch(self.client, self.paths.claimed_streams, self._on_claims)
         ChildrenWatch(self.client, self.paths.quarantined_streams, self._on_quarantine)
+        ChildrenWatch(self.client, self.paths.active_streams, self._on_streams)
         self._watching = True
 
     def _verify(self) -> None:

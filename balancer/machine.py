@@ -104,4 +104,12 @@ class QuarantineChanged:
     quarantined: tuple[str, ...]
 
 
-Event = ConnectionChanged | MembersChanged | ClaimsChanged | QuarantineChanged
+@dataclass(frozen=True)
+class StreamsChanged:
+    """The children of `active_streams` changed (streams created, or a live resize grew the
+    app): the new streams are shared out at once, not at the next periodic resync."""
+
+    streams: tuple[str, ...]
+
+
+Event = ConnectionChanged | MembersChanged | ClaimsChanged | QuarantineChanged | StreamsChanged

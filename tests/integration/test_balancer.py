@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
+import structlog
 from kazoo.client import KazooClient
+from structlog.testing import capture_logs
 
 from balancer import Balancer, BalancerConfig, BalancerState, NoopListener, StreamLease
 from balancer.claims import release, take, take_each
@@ -300,6 +303,43 @@ def test_callbacks_release_drain_and_close_in_process(
         for recorder in (a, b):
             if recorder is not None and recorder.balancer is not None:
                 recorder.balancer.close()
+
+
+def test_streams_added_to_the_app_are_taken_at_once_not_at_the_next_resync(
+    zk: KazooClient, zk_hosts: str, app: str
+) -> None:
+    # A live resize (or `streams create` growing the app) adds `active_streams` children;
+    # the members took the new streams only at their next periodic resync, up to 30 s on.
+    paths, names = AppPaths(app), stream_names(app, 6)
+    provision_streams(zk, paths, names[:4])
+    config = BalancerConfig(
+        zk_hosts, app, "a", session_timeout=SESSION_TIMEOUT, debounce=0.05, resync_interval=600
+    )
+    a = Recorder()
+    a.balancer = Balancer(config, a)
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            a.balancer.start()
+            passes = lambda: [e for e in logs if e["event"] == "balance_pass"]  # noqa: E731
+            # At rest: a pass that found all four claims ours (so no claim event is due) and
+            # nothing after it. Only the new streams can start a pass before the resync.
+            pump(
+                [a],
+                lambda: (
+                    passes()
+                    and passes()[-1]["held"] == 4
+                    and a.balancer.state is BalancerState.STABLE
+                ),
+                "a to take the four streams and rest",
+            )
+            provision_streams(zk, paths, names[4:])
+            pump([a], lambda: len(a.balancer.leases) == 6, "a to take the two new ones")
+        assert passes()[-1]["streams"] == 6
+    finally:
+        structlog.configure(**saved)
+        a.balancer.close()
 
 
 def test_reported_fence_frees_the_claim_and_the_stream_is_taken_again(
