@@ -18,7 +18,7 @@ from router.fragment import ParsedFragment
 from sessionizer.processor import StreamProcessor, Timing
 from sessionizer.reference import batch_sessions
 
-__all__ = ["Verification", "expected_sessions", "verify_sessions"]
+__all__ = ["Verification", "differences", "expected_sessions", "verify_sessions"]
 
 Signature = tuple[str, int, int, int]
 
@@ -90,3 +90,19 @@ def verify_sessions(
         duplicates=duplicates,
         conflicting_duplicates=conflicting,
     )
+
+
+def differences(
+    written: Iterable[dict[str, Any]], expected: Counter[Signature], limit: int = 10
+) -> list[str]:
+    """Up to `limit` lost and `limit` extra sessions, one line each (extra ones with their
+    `session_id`s), for a failed verification's report."""
+    ids: dict[Signature, set[str]] = {}
+    for s in written:
+        ids.setdefault((s["key"], s["first_ts"], s["last_ts"], s["fragments"]), set()).add(
+            s["session_id"]
+        )
+    found = Counter({sig: len(found_ids) for sig, found_ids in ids.items()})
+    lost = sorted((expected - found).elements())[:limit]
+    extra = sorted((found - expected).elements())[:limit]
+    return [f"lost {sig}" for sig in lost] + [f"extra {sig} {sorted(ids[sig])}" for sig in extra]

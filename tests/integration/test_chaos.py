@@ -2,7 +2,8 @@
 
 Faults: `kill -9` a node (a replacement starts), SIGSTOP/SIGCONT a node (short,
 or until the others took its streams), restart a broker (clean or after a
-crash) and restart a ZooKeeper server (sometimes the leader).  At the end the
+crash), restart a ZooKeeper server (sometimes the leader), and once a live
+resize from 12 to 16 streams (docs/resize.md) among the others.  At the end the
 output must be exact against the batch definition; with `--delivery
 exactly-once` (the second variant) a `read_committed` reader must also find no
 session twice and none lost, with no de-duplication (docs/delivery.md).
@@ -44,9 +45,10 @@ from framework.testing.nodes import (
     streams_of,
 )
 from framework.testing.traffic import produce
-from framework.verify import expected_sessions, verify_sessions
+from framework.verify import differences, expected_sessions, verify_sessions
 from router.generator import generate_fragments
 from router.naming import sessions_topic
+from router.resize_command import start_resize
 from sessionizer.examples.weblog import WebSessions
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -58,8 +60,10 @@ STREAMS = 12
 NODES = 4
 CHUNKS = 10  # traffic chunks; a fault before each chunk but the first
 SESSION_TIMEOUT = 5.0
-Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart"]
-FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart")
+RESIZED = 16  # the count the one live resize grows the app to
+Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart", "resize"]
+FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart", "resize")
+REPEATED: tuple[Fault, ...] = FAULTS[:-1]  # a resize happens once
 
 
 def _setting(name: str, default: int) -> int:
@@ -71,10 +75,10 @@ def _setting(name: str, default: int) -> int:
 
 
 def _plan(rng: random.Random, count: int) -> list[Fault]:
-    """`count` fault kinds: every kind once (shuffled) first, then any at random."""
+    """`count` fault kinds: every kind once (shuffled) first, then any but a resize at random."""
     kinds = list(FAULTS)
     rng.shuffle(kinds)
-    return (kinds + [rng.choice(FAULTS) for _ in range(count)])[:count]
+    return (kinds + [rng.choice(REPEATED) for _ in range(count)])[:count]
 
 
 class Chaos:
@@ -90,6 +94,7 @@ class Chaos:
         self.rng = rng
         self.cluster = cluster
         self.group = group
+        self.streams = STREAMS  # the app's stream count: RESIZED once the resize started
         self.flags = flags  # every node's extra flags, replacements' too
         self.counts: Counter[str] = Counter()
         self.log: list[str] = []
@@ -141,7 +146,7 @@ class Chaos:
                     answering(
                         self.group,
                         live=self.live,
-                        condition=lambda: balanced(zk, connection.paths, others, STREAMS),
+                        condition=lambda: balanced(zk, connection.paths, others, self.streams),
                     ),
                     120,
                     f"the others to take {victim}'s streams",
@@ -168,6 +173,13 @@ class Chaos:
         self.cluster.restart(name)
         self._note(f"restart {name}{' (leader)' if name == leader else ''}")
 
+    def _resize(self) -> None:
+        # The next chunk's producer reads the new count and routes by it from its first
+        # record; the nodes migrate the moved keys' open sessions meanwhile.
+        epoch = start_resize(self.group.connection, RESIZED, replication=3)
+        self.streams = epoch.new
+        self._note(f"resize {epoch.old} -> {epoch.new} (epoch {epoch.epoch})")
+
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_chaos_keeps_the_output_exact(
@@ -187,11 +199,10 @@ def test_chaos_keeps_the_output_exact(
     cluster = local_cluster(zookeepers=3, brokers=3)
     connection = ConnectionConfig(cluster.zk_connect, cluster.bootstrap, app)
     provision_streams(connection, STREAMS, replication=3)
-    streams = streams_of(app, STREAMS)
     with (
         NodeGroup(connection, tmp_path, WEBLOG, session_timeout=SESSION_TIMEOUT) as group,
         zookeeper_client(cluster.zk_connect) as zk,
-        StateObserver(connection, streams) as observer,
+        StateObserver(connection, streams_of(app, STREAMS)) as observer,
     ):
         chaos = Chaos(rng, cluster, group, ("--delivery", delivery))
         try:
@@ -203,7 +214,7 @@ def test_chaos_keeps_the_output_exact(
                 if fault is not None:
                     chaos.inject(fault)
                 last = number == len(chunks) - 1
-                produce(connection, STREAMS, part, end=last)
+                produce(connection, chaos.streams, part, end=last)
                 chaos.resume_stopped(rng.random() < 0.5, connection)
                 if not last and rng.random() < 0.5:
                     # Sometimes a quiet point before the next fault, sometimes none.
@@ -211,7 +222,9 @@ def test_chaos_keeps_the_output_exact(
                         answering(
                             chaos.group,
                             live=chaos.live,
-                            condition=lambda: balanced(zk, connection.paths, chaos.live(), STREAMS),
+                            condition=lambda: balanced(
+                                zk, connection.paths, chaos.live(), chaos.streams
+                            ),
                         ),
                         120,
                         "balance",
@@ -221,7 +234,7 @@ def test_chaos_keeps_the_output_exact(
                     chaos.group,
                     live=chaos.live,
                     condition=lambda: (
-                        settled(zk, connection, chaos.live(), streams)
+                        settled(zk, connection, chaos.live(), streams_of(app, chaos.streams))
                         and no_open_transaction(connection, sessions_topic(app))
                     ),
                 ),
@@ -245,6 +258,7 @@ def test_chaos_keeps_the_output_exact(
     )
     if not result.exact:
         print(f"node events:\n{node_story(group)}")
+        print("\n".join(differences(written, expected_sessions(fragments, WebSessions()), 40)))
     assert observer.violations == [], "a stored offset moved backwards"
     assert result.lost == 0, result
     assert result.conflicting_duplicates == 0, result
