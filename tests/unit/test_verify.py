@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.verify import expected_sessions, verify_sessions
+from framework.verify import differences, expected_sessions, verify_sessions
 from router.fragment import ParsedFragment
 from sessionizer.examples.weblog import WebSessions
 
@@ -40,3 +40,17 @@ def test_lost_extra_and_conflicting_duplicates_are_reported() -> None:
     result = verify_sessions(written, expected, fragments_sent=4)
     assert (result.lost, result.extra, result.conflicting_duplicates) == (2, 1, 1)
     assert not result.exact
+
+
+def test_differences_name_the_lost_and_the_extra_sessions_with_their_ids() -> None:
+    expected = expected_sessions(_fragments(), WebSessions())
+    written = [_session("s1", "a", 0, 45, 3), _session("s2", "b", 1, 1, 1)]
+    assert differences(written, expected) == [
+        f"lost ('a', 0, {5 * MINUTE}, 2)",
+        f"lost ('a', {45 * MINUTE}, {45 * MINUTE}, 1)",
+        f"extra ('a', 0, {45 * MINUTE}, 3) ['s1']",
+    ]
+    assert differences(written, expected, limit=1) == [
+        f"lost ('a', 0, {5 * MINUTE}, 2)",
+        f"extra ('a', 0, {45 * MINUTE}, 3) ['s1']",
+    ]
