@@ -14,7 +14,9 @@ new ones: 0 after a handover) and `"handover"` (whether that resume used one),
 as its owner noted them on `active_streams/<stream>` (None before any);
 `sessionizer status` adds at the top level (`load_summary`) `"balance"` (the
 policy the members run: `"count"`, `"load"`, or both joined by `+` while they
-disagree) and `"node_loads"`: each member's load, its streams' loads summed
+disagree), `"settings"`: every other setting the members announce as one the app
+must share (`BalancerConfig.agreed`; the node's `"delivery"`), each member's value,
+joined by `+` where they differ, and `"node_loads"`: each member's load, its streams' loads summed
 with an unpublished one counted as the mean
 (`balancer.load_plan.effective_loads`); empty before any load is published.
 `format_table` renders all this for people: by default in `TABLE_WIDTH`
@@ -99,14 +101,21 @@ def snapshot(
     }
 
 
-def load_summary(client: KazooClient, paths: AppPaths, status: Mapping[str, Any]) -> dict[str, Any]:
-    """`balance` (the members' policies) and `node_loads` for a `snapshot` (`status` adds them)."""
+def load_summary(
+    client: KazooClient, paths: AppPaths, status: Mapping[str, Any], agreed: Sequence[str] = ()
+) -> dict[str, Any]:
+    """`balance` (the members' policies), `settings` (the `agreed` settings they announce)
+    and `node_loads` for a `snapshot` (`status` adds them)."""
     members = [c["id"] for c in status["consumers"]]
     by_member = {c["id"]: c["streams"] for c in status["consumers"]}
     healthy = [row["name"] for row in status["streams"] if row.get("corrupt") is None]
     rates = {row["name"]: row["load"] for row in status["streams"] if row.get("load") is not None}
+    announced = _announced(client, paths, members, ("balance", *agreed))
+    policies = {value or "count" for value in announced.pop("balance")}  # none: the default
+    settings = {name: sorted(v for v in values if v) for name, values in announced.items()}
     return {
-        "balance": _policies(client, paths, members),
+        "balance": "+".join(sorted(policies)) or None,
+        "settings": {name: "+".join(values) for name, values in settings.items() if values},
         "node_loads": _node_loads(by_member, healthy, rates),
     }
 
@@ -144,16 +153,22 @@ def _node_loads(
     return {m: round(v, 2) for m, v in node_loads(owned, by_member, effective).items()}
 
 
-def _policies(client: KazooClient, paths: AppPaths, members: Sequence[str]) -> str | None:
-    """The `balance` the members announced in their membership znodes (None: no member)."""
+def _announced(
+    client: KazooClient, paths: AppPaths, members: Sequence[str], names: Sequence[str]
+) -> dict[str, set[str | None]]:
+    """Per setting name, the values the members announced in their membership znodes (None
+    for a member that announced none)."""
     pending = [client.get_async(paths.consumer(m)) for m in members]
-    found = set()
+    found: dict[str, set[str | None]] = {name: set() for name in names}
     for result in pending:
         try:
-            found.add(str(claims.decode(result.get()[0]).get("balance", "count")))
+            data = claims.decode(result.get()[0])
         except NoNodeError:
             continue  # left between the listing and the read
-    return "+".join(sorted(found)) or None
+        for name in names:
+            value = data.get(name)
+            found[name].add(None if value is None else str(value))
+    return found
 
 
 TABLE_WIDTH = 80
@@ -209,7 +224,7 @@ def format_table(status: Mapping[str, Any], *, wide: bool = False, width: int = 
         f"app {status['app']}: {_count(len(status['consumers']), 'consumer')}, "
         f"{_count(len(streams), 'stream')} ({counts})",
         *([auth_line(status["app"], status["auth"])] if "auth" in status else []),
-        *([f"balance: {status['balance']}"] if status.get("balance") else []),
+        *_settings_line(status),
         "",
         *_consumer_lines(status["consumers"], status.get("node_loads") or {}),
         "",
@@ -275,6 +290,13 @@ def _widest(lines: Sequence[str]) -> int:
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 2] + ".."
+
+
+def _settings_line(status: Mapping[str, Any]) -> list[str]:
+    """`balance: count, delivery: exactly-once`: what the members run (none: no line)."""
+    settings = {"balance": status.get("balance"), **(status.get("settings") or {})}
+    shown = [f"{name}: {value}" for name, value in settings.items() if value]
+    return [", ".join(shown)] if shown else []
 
 
 def _consumer_lines(consumers: Sequence[Mapping[str, Any]], loads: Mapping[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ was created without --zk-auth: anyone may read and write its znodes) or the
 scheme its znodes are protected with (`"digest"`), from the app root's ACL; the
 table says so on its second line. Each stream row has its published `load` and
 `busy` and its `lag`, and the top level adds `balance` (the members' policy),
+`settings` (what else the members announce they run: `delivery`),
 `node_loads` (each member's summed load) (`balancer.status.load_summary`) and
 `errors`: what could not be read, one line each.
 
@@ -46,6 +47,7 @@ from framework.commands.options import connection_from_args
 from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import app_client, root_acl_kind
+from framework.node.config import AGREED
 from framework.node.resize_link import resize_line, resize_progress
 from framework.progress import state_columns
 from router.registry import streams_for
@@ -120,7 +122,8 @@ class StatusReader:
         paths = self._connection.paths
         status = snapshot(self._client, paths, columns=self._columns)
         status.update(
-            load_summary(self._client, paths, status), auth=root_acl_kind(self._client, paths)
+            load_summary(self._client, paths, status, agreed=AGREED),
+            auth=root_acl_kind(self._client, paths),
         )
         for row in status["streams"]:
             row["lag"] = stream_lag(row)

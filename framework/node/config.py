@@ -12,10 +12,13 @@ from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["DELIVERIES", "Delivery", "NodeConfig", "default_node_id"]
+__all__ = ["AGREED", "DELIVERIES", "Delivery", "NodeConfig", "default_node_id"]
 
 Delivery = Literal["at-least-once", "at-most-once", "exactly-once"]
 DELIVERIES: tuple[Delivery, ...] = ("at-least-once", "at-most-once", "exactly-once")
+AGREED = ("delivery",)
+"""The settings every node of an app must share: each announces them in its membership
+znode (the balancer's `agreed`), one that differs is refused, `status` shows them."""
 
 
 def default_node_id() -> str:
@@ -110,3 +113,8 @@ class NodeConfig:
         the process to end after the deadline fires.
         """
         return self.session_timeout + 4.0
+
+    @property
+    def agreed(self) -> dict[str, str]:
+        """This node's values of the `AGREED` settings."""
+        return {name: str(getattr(self, name)) for name in AGREED}

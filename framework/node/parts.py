@@ -103,7 +103,7 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             balance=config.balance,
             load_tolerance=config.balance_tolerance,
             load_interval=config.balance_interval,
-            agreed={"delivery": config.delivery},  # docs/exactly-once.md, "CLI and configuration"
+            agreed=config.agreed,  # docs/exactly-once.md, "CLI and configuration"
         )
 
         def coordinator(listener: BalancerListener) -> Coordinator:

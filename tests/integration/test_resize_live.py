@@ -79,6 +79,7 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
             lambda: _settled_resize(cli_json("status", "--json", **conn)), 60, "status: settled"
         )
         code, table, _err = cli("status", **conn)
+        settings = cli_json("status", "--json", **conn)["settings"]
         barriers = [e for n in group.nodes for e in group.nodes[n].events("resize_barrier")]
         settled_streams = {
             e["stream"] for n in group.nodes for e in group.nodes[n].events("resize_settled")
@@ -101,6 +102,7 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
     assert progress is not None and progress["sessions_moved"] > 0 and progress["held"] == 0
     assert progress["held_total"] > 0  # the new streams held back moved keys' fragments
     assert code == 0 and "resize 8 -> 12 (epoch 1): 8/8 streams migrated, 4/4 settled" in table
+    assert settings == {"delivery": delivery} and f"delivery: {delivery}" in table
     assert f"{progress['sessions_moved']} sessions moved" in table
 
 

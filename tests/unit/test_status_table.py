@@ -126,6 +126,14 @@ def test_every_line_above_the_table_fits_too() -> None:
         assert max(len(line) for line in lines) <= TABLE_WIDTH, lines[:3]
 
 
+def test_the_settings_the_members_share_are_one_line_under_the_header() -> None:
+    status = {**_sixty_four(), "settings": {"delivery": "at-least-once+exactly-once"}}
+    lines = format_table(status).splitlines()
+    assert lines[2] == "balance: count+load, delivery: at-least-once+exactly-once"
+    alone = format_table({**status, "balance": None, "settings": {}}).splitlines()
+    assert not any(line.startswith(("balance", "delivery")) for line in alone)
+
+
 @pytest.mark.parametrize(
     ("changes", "lag", "state"),
     [
