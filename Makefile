@@ -53,14 +53,18 @@ test: lint
 # The whole benchmark suite (hours); bench-quick: every scenario at small sizes (<= 15 min).
 # BENCH_ARGS passes more flags, e.g. BENCH_ARGS="--output /tmp/RESULTS.md --out-dir /tmp/out".
 # The JVM peers (Kafka Streams, Flink) are built from benchmarks/jvm/ with Maven when stale.
+# Quix Streams pins confluent-kafka below 2.13, which a node must not run on: its peer
+# runs from a venv of its own, .venv-quix (benchmarks/quix_venv.py).
 bench: install
 	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m benchmarks.quix_venv
 	$(BIN)/python -m benchmarks.peer_jvm
 	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
 
 bench-quick: install
 	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python -m benchmarks.quix_venv
 	$(BIN)/python -m benchmarks.run_all --quick $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .local-cluster .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-quix .local-cluster .pytest_cache .ruff_cache

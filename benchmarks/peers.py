@@ -47,6 +47,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmarks import quix_venv
 from benchmarks.common import progress
 from benchmarks.measure import (
     BenchCluster,
@@ -84,6 +85,8 @@ Closing = Callable[[Signature], bool]
 def _version(peer: str) -> str | None:
     if peer in JVM_PEERS:
         return None if jvm_missing() else pom_version(JVM_PEERS[peer][2])
+    if peer == "quix":
+        return quix_venv.version()
     try:
         return metadata.version(PACKAGES[peer])
     except metadata.PackageNotFoundError:
@@ -135,6 +138,8 @@ def _run_peer(
     if row["version"] is None:
         if peer in JVM_PEERS:
             return {**row, "error": f"cannot run: {jvm_missing()}"}
+        if peer == "quix":
+            return {**row, "error": "not installed: python -m benchmarks.quix_venv (make bench)"}
         return {**row, "error": f"not installed: pip install {PACKAGES[peer]}"}
     out_topic = f"{app}.peer.{peer}"
     create_topic(cluster.bootstrap, out_topic)
@@ -143,7 +148,7 @@ def _run_peer(
     result_path, log_path = work / "result.json", work / "peer.log"
     module, extra, _ = JVM_PEERS.get(peer, (peer, [], ""))
     command = [
-        sys.executable,
+        str(quix_venv.PYTHON) if peer == "quix" else sys.executable,
         "-m",
         f"benchmarks.peer_{module}",
         *extra,

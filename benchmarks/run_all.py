@@ -62,6 +62,7 @@ from benchmarks import (
     peers,
     producer_workloads,
     profile_node,
+    quix_venv,
     resize,
     scaling,
     session_memory,
@@ -85,7 +86,6 @@ PACKAGES = (
     "kazoo",
     "msgpack",
     "bytewax",
-    "quixstreams",
     "confluent-kafka",
     "pyspark",
     "matplotlib",
@@ -182,6 +182,8 @@ def _versions() -> dict[str, str]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = "not installed"
+    # Quix Streams runs from a venv of its own (benchmarks.quix_venv).
+    versions["quixstreams"] = quix_venv.version() or "not installed"
     pom = (ROOT / "deploy" / "local" / "pom.xml").read_text()
     for name in ("kafka", "zookeeper", "spark"):
         found = re.search(rf"<{name}\.version>([^<]+)<", pom)
