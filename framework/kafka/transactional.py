@@ -19,6 +19,7 @@ from framework.kernel.transport import resolve_transport
 
 __all__ = [
     "CommittedLog",
+    "NotReadToEnd",
     "ProducerFenced",
     "TransactionAborted",
     "TransactionRetriable",
@@ -29,9 +30,14 @@ __all__ = [
 ]
 
 
-def not_read_to_end(topic: str, left: list[int], timeout: float) -> ClientError:
+class NotReadToEnd(ClientError):
+    """A committed-log read did not reach the topic's end in time: an open transaction holds
+    its last stable offset back (a dead writer's, until a taker fences it), or Kafka is away."""
+
+
+def not_read_to_end(topic: str, left: list[int], timeout: float) -> NotReadToEnd:
     """A committed-log read that did not reach the topic's end in time (either client)."""
-    return ClientError(
+    return NotReadToEnd(
         f"{topic}: partitions {left} not read to their end in {timeout:g} s "
         "(an open transaction holds them back, or Kafka is away)"
     )

@@ -5,7 +5,7 @@
 the client choice's transactional producer (also the sink's producer), the
 `read_committed` reader of `<app>.state`, and the `LogStateStore` over both and
 ZooKeeper's records. The state topic is read once here: a missing topic stops
-the node before it joins.
+the node before it joins; an open transaction holding it back does not.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+import structlog
+
 from framework.kafka.transactional import (
+    CommittedLog,
+    NotReadToEnd,
     TransactionalProducer,
     open_committed_log,
     open_transactional_producer,
@@ -29,6 +33,8 @@ from state.store import FencedStateStore
 from state.writers import WriterRecords
 
 __all__ = ["ExactlyOnceParts", "exactly_once_parts"]
+
+_log = structlog.get_logger("sessionizer.node")
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def exactly_once_parts(
         properties=connection.kafka_config,
     )
     stack.callback(state_log.close)
-    state_log.latest(b"", timeout)  # ClientError if the topic is missing: run `provision`
+    _warm(state_log, config.node_id, timeout)
     transactions = NodeTransactions(
         lambda tid: _producer(config, f"{client_id}-txn", tid),
         app=app,
@@ -84,6 +90,24 @@ def exactly_once_parts(
         max_message_bytes=config.max_message_bytes,
     )
     return ExactlyOnceParts(sink, store, transactions)
+
+
+def _warm(state_log: CommittedLog, node: str, timeout: float) -> None:
+    """Read the state log to its end once; `ClientError` if the topic is missing.
+
+    An open transaction holding the log back does not stop the start: a dead node's
+    stays open until a taker fences its id (or it times out), and this node may be
+    the taker it waits for. Every take reads the log to its end again anyway.
+    """
+    try:
+        state_log.latest(b"", timeout)
+    except NotReadToEnd as exc:
+        _log.warning(
+            "state_log_behind",
+            node=node,
+            error=str(exc),
+            note="starting anyway: each take reads the state log to its end",
+        )
 
 
 def _producer(config: NodeConfig, client_id: str, transactional_id: str) -> TransactionalProducer:
