@@ -90,9 +90,14 @@ def claims_by_owner(client: KazooClient, paths: AppPaths) -> dict[str, set[str]]
 
 
 def balanced(
-    client: KazooClient, paths: AppPaths, members: Iterable[str], streams: int
+    client: KazooClient,
+    paths: AppPaths,
+    members: Iterable[str],
+    streams: int,
+    spread: int | None = 1,
 ) -> dict[str, set[str]] | None:
-    """The claims if every stream is claimed by one of `members` with a spread <= 1, else None.
+    """The claims if every stream is claimed by one of `members` with at most `spread` streams
+    between the most and the least loaded (None: any, as `--balance load` may leave), else None.
 
     None too while no member has created the layout yet (it is made by the first to start).
     """
@@ -103,7 +108,9 @@ def balanced(
     except NoNodeError:
         return None
     counts = [len(owners.get(m, ())) for m in expected]
-    if set(owners) - expected or sum(counts) != streams or max(counts) - min(counts) > 1:
+    if set(owners) - expected or sum(counts) != streams:
+        return None
+    if spread is not None and max(counts) - min(counts) > spread:
         return None
     return owners if consumers == expected else None
 
@@ -117,11 +124,15 @@ def caught_up(client: KazooClient, connection: ConnectionConfig, streams: Iterab
 
 
 def settled(
-    client: KazooClient, connection: ConnectionConfig, members: Iterable[str], streams: list[str]
+    client: KazooClient,
+    connection: ConnectionConfig,
+    members: Iterable[str],
+    streams: list[str],
+    spread: int | None = 1,
 ) -> bool:
-    """Balanced among `members` (spread <= 1, each stream owned once) and caught up."""
+    """Balanced among `members` (`balanced`'s `spread`, each stream owned once) and caught up."""
     try:
-        owned = balanced(client, connection.paths, members, len(streams))
+        owned = balanced(client, connection.paths, members, len(streams), spread)
     except NoNodeError:
         return False  # no node has created the layout yet
     return bool(owned) and caught_up(client, connection, streams)

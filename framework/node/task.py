@@ -149,6 +149,8 @@ class StreamTask:
             if resized is not None:
                 return resized
             self.position = offset + 1
+            if offset < self.committed.committed_offset:
+                return []  # replayed: its dead letter went out before the commit (`_new`)
             self.dead_letters += 1
             letter = DeadLetter(
                 self.stream,
@@ -170,7 +172,9 @@ class StreamTask:
         produced: list[Any] = self.engine.process(item)
         if gate is not None and gate.busy:
             produced = [*self._route(gate.take()), *produced]
-        outputs = [self._output(out, record) for out in produced] if produced else []
+        outputs = (
+            [self._output(out, record) for out in self._new(produced, offset)] if produced else []
+        )
         self.position = offset + 1
         return outputs
 
@@ -216,7 +220,21 @@ class StreamTask:
         if isinstance(item, Fragment):  # its dead letter carries the fragment, not the forward
             key, value = encode_fragment(ParsedFragment(item.key, item.timestamp_ms, item.value))
             record = StreamRecord(self.stream, offset, key, value, item.timestamp_ms, [])
-        return [self._output(out, record) for out in produced]
+        return [self._output(out, record) for out in self._new(produced, offset)]
+
+    def _new(self, produced: list[Any], offset: int) -> list[Any]:
+        """What reading the record at `offset` produced that no commit holds yet.
+
+        A replay re-reads the records between the safe offset and the last commit's
+        position, and decides on each as the run before it did. That run wrote each
+        record's dead letters before the commit past the record (at-least-once: flushed
+        before it; exactly-once: in its transaction), so a replay that wrote them again
+        would show `read_committed` readers the same dead letter twice. Its sessions are
+        new: those already written are in the ignore list, and the engine skips them.
+        """
+        if offset < self.committed.committed_offset:
+            return [out for out in produced if isinstance(out, FinishedSession)]
+        return produced
 
     def _gate(self, *, behind: bool) -> ResizeGate:
         return ResizeGate(

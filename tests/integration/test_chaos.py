@@ -13,6 +13,14 @@ one by one with exactly-once on both clients are in test_exactly_once_faults.py)
 
     SESSIONIZER_CHAOS_SEED=7 SESSIONIZER_CHAOS_FRAGMENTS=40000 pytest -m chaos -s
 
+Before every chunk a few undecodable records go to random streams: each must come
+out as a dead letter holding its bytes (exactly one with exactly-once), whatever
+the faults did meanwhile.
+
+`SESSIONIZER_CHAOS_BALANCE=load` runs the nodes with `--balance load` (and a 5 s
+`--balance-interval`, so load moves happen among the faults); the waits then ask
+for every stream claimed, not for a spread <= 1.
+
 The seed is printed first, and a one-line report last.
 """
 
@@ -28,8 +36,10 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from kafka import KafkaProducer
 
 from framework.cluster import LocalCluster
+from framework.dead_letters import TopicReader, read_letters
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import zookeeper_client
 from framework.provision import provision_streams
@@ -47,7 +57,7 @@ from framework.testing.nodes import (
 from framework.testing.traffic import produce
 from framework.verify import differences, expected_sessions, verify_sessions
 from router.generator import generate_fragments
-from router.naming import sessions_topic
+from router.naming import deadletter_topic, sessions_topic, stream_name
 from router.resize_command import start_resize
 from sessionizer.examples.weblog import WebSessions
 
@@ -64,6 +74,7 @@ RESIZED = 16  # the count the one live resize grows the app to
 Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart", "resize"]
 FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart", "resize")
 REPEATED: tuple[Fault, ...] = FAULTS[:-1]  # a resize happens once
+POISON_PER_CHUNK = 2  # undecodable records written before each chunk
 
 
 def _setting(name: str, default: int) -> int:
@@ -72,6 +83,16 @@ def _setting(name: str, default: int) -> int:
         return int(raw) if raw else default
     except ValueError:
         raise pytest.UsageError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _balance_flags() -> tuple[tuple[str, ...], int | None]:
+    """The nodes' balance flags and the claim spread to wait for, from SESSIONIZER_CHAOS_BALANCE."""
+    policy = os.environ.get("SESSIONIZER_CHAOS_BALANCE") or "count"
+    if policy == "count":
+        return (), 1
+    if policy == "load":
+        return ("--balance", "load", "--balance-interval", "5"), None
+    raise pytest.UsageError(f"SESSIONIZER_CHAOS_BALANCE must be count or load, got {policy!r}")
 
 
 def _plan(rng: random.Random, count: int) -> list[Fault]:
@@ -90,15 +111,18 @@ class Chaos:
         cluster: LocalCluster,
         group: NodeGroup,
         flags: tuple[str, ...] = (),
+        spread: int | None = 1,
     ) -> None:
         self.rng = rng
         self.cluster = cluster
         self.group = group
         self.streams = STREAMS  # the app's stream count: RESIZED once the resize started
         self.flags = flags  # every node's extra flags, replacements' too
+        self.spread = spread  # the claim spread a wait asks for (None: every stream claimed)
         self.counts: Counter[str] = Counter()
         self.log: list[str] = []
         self.killed: set[str] = set()  # nodes killed on purpose (not expected to run)
+        self.poisoned: list[bytes] = []  # the undecodable records written, in order
         self.stopped: str | None = None  # a SIGSTOPped node, to SIGCONT after the next chunk
         self._next = NODES + 1
         self._started = time.monotonic()
@@ -146,7 +170,9 @@ class Chaos:
                     answering(
                         self.group,
                         live=self.live,
-                        condition=lambda: balanced(zk, connection.paths, others, self.streams),
+                        condition=lambda: balanced(
+                            zk, connection.paths, others, self.streams, self.spread
+                        ),
                     ),
                     120,
                     f"the others to take {victim}'s streams",
@@ -173,6 +199,18 @@ class Chaos:
         self.cluster.restart(name)
         self._note(f"restart {name}{' (leader)' if name == leader else ''}")
 
+    def poison(self, connection: ConnectionConfig) -> None:
+        """Write `POISON_PER_CHUNK` records that are not msgpack to random streams."""
+        producer = KafkaProducer(bootstrap_servers=connection.bootstrap, acks="all")
+        try:
+            for _ in range(POISON_PER_CHUNK):
+                value = b"\xc1 chaos poison %d" % len(self.poisoned)  # 0xc1: never msgpack
+                stream = stream_name(connection.app, self.rng.randrange(self.streams))
+                producer.send(stream, key=b"chaos-poison", value=value, partition=0).get(60)
+                self.poisoned.append(value)
+        finally:
+            producer.close()
+
     def _resize(self) -> None:
         # The next chunk's producer reads the new count and routes by it from its first
         # record; the nodes migrate the moved keys' open sessions meanwhile.
@@ -188,7 +226,9 @@ def test_chaos_keeps_the_output_exact(
     seed = _setting("SESSIONIZER_CHAOS_SEED", DEFAULT_SEED)
     size = _setting("SESSIONIZER_CHAOS_FRAGMENTS", DEFAULT_FRAGMENTS)
     print(
-        f"\nchaos: seed {seed} (SESSIONIZER_CHAOS_SEED), {size} fragments, {delivery}", flush=True
+        f"\nchaos: seed {seed} (SESSIONIZER_CHAOS_SEED), {size} fragments, {delivery}, "
+        f"balance {os.environ.get('SESSIONIZER_CHAOS_BALANCE') or 'count'}",
+        flush=True,
     )
     rng = random.Random(seed)
     started = time.monotonic()
@@ -204,7 +244,8 @@ def test_chaos_keeps_the_output_exact(
         zookeeper_client(cluster.zk_connect) as zk,
         StateObserver(connection, streams_of(app, STREAMS)) as observer,
     ):
-        chaos = Chaos(rng, cluster, group, ("--delivery", delivery))
+        balance_flags, spread = _balance_flags()
+        chaos = Chaos(rng, cluster, group, ("--delivery", delivery, *balance_flags), spread)
         try:
             for node in range(1, NODES + 1):
                 group.start(f"n{node}", *chaos.flags)
@@ -214,6 +255,7 @@ def test_chaos_keeps_the_output_exact(
                 if fault is not None:
                     chaos.inject(fault)
                 last = number == len(chunks) - 1
+                chaos.poison(connection)
                 produce(connection, chaos.streams, part, end=last)
                 chaos.resume_stopped(rng.random() < 0.5, connection)
                 if not last and rng.random() < 0.5:
@@ -223,7 +265,7 @@ def test_chaos_keeps_the_output_exact(
                             chaos.group,
                             live=chaos.live,
                             condition=lambda: balanced(
-                                zk, connection.paths, chaos.live(), chaos.streams
+                                zk, connection.paths, chaos.live(), chaos.streams, spread
                             ),
                         ),
                         120,
@@ -234,7 +276,13 @@ def test_chaos_keeps_the_output_exact(
                     chaos.group,
                     live=chaos.live,
                     condition=lambda: (
-                        settled(zk, connection, chaos.live(), streams_of(app, chaos.streams))
+                        settled(
+                            zk,
+                            connection,
+                            chaos.live(),
+                            streams_of(app, chaos.streams),
+                            spread,
+                        )
                         and no_open_transaction(connection, sessions_topic(app))
                     ),
                 ),
@@ -244,6 +292,7 @@ def test_chaos_keeps_the_output_exact(
             # Read while the nodes run: a node that must be killed at the end would leave its
             # open transactions holding `read_committed` readers back (exactly-once).
             written = read_sessions(connection.bootstrap, app, deduplicate=False)
+            letters = _dead_letter_values(connection)
         except BaseException:
             print("chaos faults so far:\n" + "\n".join(chaos.log))
             print(f"node events:\n{node_story(group)}")
@@ -259,9 +308,23 @@ def test_chaos_keeps_the_output_exact(
     if not result.exact:
         print(f"node events:\n{node_story(group)}")
         print("\n".join(differences(written, expected_sessions(fragments, WebSessions()), 40)))
+    poison_letters = [letters[value] for value in chaos.poisoned]
+    print(f"chaos poison: {len(chaos.poisoned)} written, dead letters {poison_letters}")
     assert observer.violations == [], "a stored offset moved backwards"
+    assert all(poison_letters), "an undecodable record has no dead letter"
     assert result.lost == 0, result
     assert result.conflicting_duplicates == 0, result
     assert result.exact, result
     if delivery == "exactly-once":  # committed output only, and no de-duplication needed
         assert result.duplicates == 0, result
+        assert set(poison_letters) == {1}, "an undecodable record has a committed dead letter twice"
+
+
+def _dead_letter_values(connection: ConnectionConfig) -> Counter[bytes]:
+    """How many committed dead letters hold each original value."""
+    reader = TopicReader(connection.bootstrap, {})
+    try:
+        letters = read_letters(reader, deadletter_topic(connection.app))
+    finally:
+        reader.close()
+    return Counter(stored.letter.value for stored in letters if stored.letter.value is not None)

@@ -85,3 +85,32 @@ def test_a_resumed_task_replays_without_committing_until_past_the_old_position()
     assert not second.replaying
     out = run(second, [watermark(3, 60, end=True)])
     assert sorted((s.key, s.fragments) for s in out) == [("a", 2), ("b", 1)]
+
+
+def test_a_replay_writes_no_dead_letter_the_commit_it_resumes_from_already_holds() -> None:
+    """Committed at every position in turn, then resumed: each dead letter comes out once.
+
+    Chaos found committed dead letters twice and three times with exactly-once: a
+    replay re-read records the previous owner had read before its commit and
+    dead-lettered them again. A session whose hook fails later (d) dead-letters its
+    already-folded fragment at the failure, which may lie past the commit.
+    """
+    garbage = StreamRecord(STREAM, 1, b"k", b"\xc1", 0, [])
+    records = [fragment(0, "a", 30), garbage, fragment(2, "b", 0), fragment(3, "c", 31, "/boom"),
+               fragment(4, "d", 32), fragment(5, "a", 33), fragment(6, "d", 34, "/boom"),
+               watermark(7, 99, end=True)]  # fmt: skip
+
+    def letters(outputs: list) -> list[tuple[str, int]]:
+        return sorted((o.reason, o.offset) for o in outputs if isinstance(o, DeadLetter))
+
+    whole = letters(run(StreamTask.resume(Pages(), StreamState.initial(STREAM)), records))
+    assert whole == [("hook:update", 3), ("hook:update", 4), ("hook:update", 6), ("late", 2),
+                     ("not-msgpack", 1)]  # fmt: skip
+    for cut in range(len(records) + 1):
+        first = StreamTask.resume(Pages(), StreamState.initial(STREAM))
+        before = run(first, records[:cut])
+        stored = StreamState.decode(first.snapshot().encode(), stream=STREAM)
+        second = StreamTask.resume(Pages(), stored)
+        after = run(second, records[second.position :])
+        assert letters(before + after) == whole, f"committed at {cut}"
+        assert first.dead_letters + second.dead_letters == len(whole)
