@@ -18,7 +18,14 @@ import structlog
 
 from framework.kernel.errors import ConfigError
 
-__all__ = ["KAFKA_CLIENTS", "KafkaClient", "Transport", "resolve_transport"]
+__all__ = [
+    "CONFLUENT_MINIMUM",
+    "KAFKA_CLIENTS",
+    "KafkaClient",
+    "Transport",
+    "installed_confluent_version",
+    "resolve_transport",
+]
 
 KafkaClient = Literal["auto", "confluent", "kafka-python"]
 Transport = Literal["confluent", "kafka-python"]
