@@ -78,9 +78,7 @@ def verify_sessions(
         if earlier is not session:
             duplicates += 1
             conflicting += earlier != session
-    found = Counter(
-        (s["key"], s["first_ts"], s["last_ts"], s["fragments"]) for s in first_copy.values()
-    )
+    found = Counter(_signature(s) for s in first_copy.values())
     return Verification(
         fragments_sent=fragments_sent,
         sessions_found=len(first_copy),
@@ -99,10 +97,13 @@ def differences(
     `session_id`s), for a failed verification's report."""
     ids: dict[Signature, set[str]] = {}
     for s in written:
-        ids.setdefault((s["key"], s["first_ts"], s["last_ts"], s["fragments"]), set()).add(
-            s["session_id"]
-        )
+        ids.setdefault(_signature(s), set()).add(s["session_id"])
     found = Counter({sig: len(found_ids) for sig, found_ids in ids.items()})
     lost = sorted((expected - found).elements())[:limit]
     extra = sorted((found - expected).elements())[:limit]
     return [f"lost {sig}" for sig in lost] + [f"extra {sig} {sorted(ids[sig])}" for sig in extra]
+
+
+def _signature(session: dict[str, Any]) -> Signature:
+    """A written session's (key, first_ts, last_ts, fragments), as the batch definition's."""
+    return (session["key"], session["first_ts"], session["last_ts"], session["fragments"])
