@@ -11,12 +11,19 @@ source packages: the `.py` files stay what runs by default, and
 `framework.kernel.compiled` puts the build first on the packages' `__path__` only in
 a process started with `SESSIONIZER_HOT_PATH=compiled`.
 
+Then it builds the Rust crates of `framework.kernel.compiled.NATIVE` (the wire
+decoder's fast path, `router/native`) with cargo into native modules beside them
+(PyO3, from crates.io; `build/cargo` keeps cargo's work between builds, and a build
+without the network uses crates cargo fetched before).  Without cargo, or when it
+fails, the build has no native modules and the manifest says why (`native_problem`):
+the compiled path runs with the Python decoder.
+
 `--out` receives the extension modules, mypyc's shared library and `manifest.json`:
-the modules, the library's name, this interpreter's extension suffix and the
-SHA-256 of every project source the compiled code was type-checked against (the
-modules and what they import, transitively); a process finds the build stale, and
-runs the Python modules, when one of them changed.  `<out>.deps` tells make the same
-list (the Makefile rebuilds when one changes).
+the modules, the library's name, the native modules, this interpreter's extension
+suffix and the SHA-256 of every project source the compiled code was type-checked
+against (the modules and what they import, transitively) and of the crates' sources; a
+process finds the build stale, and runs the Python modules, when one of them changed.
+`<out>.deps` tells make the same list (the Makefile rebuilds when one changes).
 
 It never fails the install: without mypyc, a C compiler or Python's headers, or
 when the compilation fails, it removes the build, writes why to `<out>.failed`
@@ -38,8 +45,10 @@ import importlib.machinery
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
+import tomllib
 import traceback
 from pathlib import Path
 
@@ -51,6 +60,7 @@ from framework.kernel.compiled import FAILED, MANIFEST, digest, missing_tools  #
 
 MODULES = tuple(f"{name.replace('.', '/')}.py" for name in compiled.MODULES)
 PACKAGES = ("framework", "router", "balancer", "state", "sessionizer")
+CARGO_TARGET = ROOT / "build" / "cargo"
 OPT_LEVEL = "1"
 """The C compiler's -O (`MYPYC_OPT_LEVEL` or `--opt-level` choose another): 1 compiles in
 half the time of mypyc's default 3 and measured as fast; 0 is slower than Python
@@ -92,6 +102,53 @@ def sources(modules: list[Path]) -> list[Path]:
             if found is not None and found not in seen:
                 todo.append(found)
     return sorted(seen)
+
+
+def crate_sources() -> list[Path]:
+    """The files of the native crates a build depends on (manifests, lock files, Rust)."""
+    found: list[Path] = []
+    for crate in sorted(set(compiled.NATIVE.values())):
+        folder = ROOT / crate
+        found += [folder / "Cargo.toml", folder / "Cargo.lock", *sorted(folder.rglob("*.rs"))]
+    return found
+
+
+def _cargo(crate: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYO3_PYTHON": sys.executable, "CARGO_TARGET_DIR": str(CARGO_TARGET)}
+    command = ["cargo", "build", "--release", "--locked", *flags]
+    return subprocess.run(
+        [*command, "--manifest-path", str(crate / "Cargo.toml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def build_native(out: Path) -> tuple[list[str], str | None]:
+    """Build the native modules into `out`: (their names, why some could not be built)."""
+    if shutil.which("cargo") is None:
+        return [], "no cargo on PATH (Rust from rustup.rs builds the native modules)"
+    built: list[str] = []
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    for module, crate in sorted(compiled.NATIVE.items()):
+        folder = ROOT / crate
+        started = time.monotonic()
+        done = _cargo(folder)
+        if done.returncode != 0:  # no network: the crates fetched by an earlier build
+            done = _cargo(folder, "--offline")
+        if done.returncode != 0:
+            last = [line for line in done.stderr.splitlines() if line.strip()][-3:]
+            return built, f"cargo could not build {crate}: {' / '.join(last)}"
+        library = tomllib.loads((folder / "Cargo.toml").read_text(encoding="utf-8"))["lib"]
+        shutil.copyfile(
+            CARGO_TARGET / "release" / f"lib{library['name']}.so", out / (module + suffix)
+        )
+        built.append(module)
+        print(
+            f"build_compiled: {crate} built in {time.monotonic() - started:.0f} s", file=sys.stderr
+        )
+    return built, None
 
 
 def _module_name(path: Path) -> str:
@@ -158,10 +215,13 @@ def build(out: Path, modules: list[Path], opt_level: str) -> str | None:
     finally:
         os.chdir(cwd)
         shutil.rmtree(work, ignore_errors=True)
-    used = sources(modules)
+    used = sources(modules) + crate_sources()
+    native, native_problem = build_native(staging)
     manifest = {
         "modules": sorted(_module_name(m) for m in modules),
         "runtime": runtime,
+        "native": native,
+        "native_problem": native_problem,
         "suffix": importlib.machinery.EXTENSION_SUFFIXES[0],
         "python": sys.version,
         "opt_level": opt_level,
@@ -176,7 +236,7 @@ def build(out: Path, modules: list[Path], opt_level: str) -> str | None:
 def _deps(out: Path, modules: list[Path]) -> None:
     """`<out>.deps`: make's view of what the build depends on (each file a target too)."""
     stamp = out.with_name(out.name + ".stamp")
-    files = [str(p.relative_to(ROOT)) for p in sources(modules)]
+    files = [str(p.relative_to(ROOT)) for p in sources(modules) + crate_sources()]
     lines = [f"{stamp.relative_to(ROOT)}: {' '.join(files)}", *(f"{f}:" for f in files)]
     out.with_name(out.name + ".deps").write_text("\n".join(lines) + "\n", encoding="utf-8")
     stamp.touch()
@@ -201,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem is None:
         names = ", ".join(_module_name(m) for m in modules)
         print(f"build_compiled: {names} compiled into {out} in {seconds:.0f} s", file=sys.stderr)
+        native_problem = json.loads((out / MANIFEST).read_text(encoding="utf-8"))["native_problem"]
+        if native_problem is not None:
+            print(f"build_compiled: no native modules ({native_problem})", file=sys.stderr)
+            return 1 if args.strict else 0
         return 0
     out.with_name(out.name + FAILED).write_text(problem + "\n", encoding="utf-8")
     print(

@@ -22,6 +22,12 @@ codec is `router.resize_wire`, and the decoders here dead-letter them as
 `Watermark` is `framework.kernel.watermark.Watermark`, the one watermark type the engine
 consumes too (a decoded one carries the record's offset when given one).
 
+The node's decoder has a fast path: on the compiled hot path (`framework.kernel.compiled`)
+the native `WireDecoder` (router/native, Rust) decodes a fragment record of the exact
+types the Kafka clients give (bytes, an int timestamp, a list of header pairs without a
+kind header) into the same `Fragment`, and gives every other record back to the Python
+decoder here, the reference, which decides it (tests/unit/test_native_wire.py).
+
 Decoding is total: `decode_fragment` (the node's path) returns a `Fragment` (the
 one fragment shape on a node's path, `framework.kernel.fragment`) or a `Watermark`,
 `decode_record` a `ParsedFragment` or a `Watermark`; both raise `UndecodableRecord`
@@ -34,10 +40,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, cast
 
 import msgpack
 
+from framework.kernel import compiled
 from framework.kernel.errors import InvalidArgument
 from framework.kernel.fragment import Fragment
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
@@ -59,6 +66,7 @@ __all__ = [
     "decode_record",
     "encode_fragment",
     "encode_watermark",
+    "native_decoder",
     "producer_problem",
 ]
 
@@ -76,6 +84,19 @@ _EVENT_TIME_RANGE = f"[{MIN_EVENT_TIME_MS}, {MAX_EVENT_TIME_MS}]"
 _BYTES: Final = (bytes, bytearray)
 _BUFFERS: Final = (bytes, bytearray, memoryview)  # a tuple: `A | B` builds a union per call
 _NO_KIND: Any = object()  # a `sessionizer-kind` header whose value is None is still a kind
+
+
+def native_decoder() -> Any:
+    """The native fast path of `decode_fragment` when this process runs compiled, else None."""
+    module = compiled.native("_sessionizer_wire")
+    if module is None:
+        return None
+    return module.WireDecoder(
+        Fragment, KIND_HEADER, MIN_EVENT_TIME_MS, MAX_EVENT_TIME_MS, MAX_KEY_BYTES
+    )
+
+
+_FAST: Final = native_decoder()
 
 
 def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
@@ -158,6 +179,10 @@ def decode_fragment(
 
     The node's per-record path: the `Fragment` goes on to the engine as it is.
     """
+    if _FAST is not None:
+        fast = _FAST.decode(key, value, headers, timestamp_ms, offset)
+        if fast is not None:
+            return cast(Fragment, fast)
     item = _decode(key, value, headers, timestamp_ms, offset)
     if isinstance(item, Watermark):
         return item

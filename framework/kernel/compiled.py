@@ -4,7 +4,9 @@
 compiled with mypyc (`make install` builds them into `build/compiled/` of the source
 tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, its open
 sessions and their queues, the key timelines, the hook glue and the safe-offset
-tracker (`MODULES`), as C extension modules of the same names.  `python` runs the
+tracker (`MODULES`), as C extension modules of the same names, and beside them the
+native modules built from Rust (`NATIVE`: the wire decoder's fast path, `router/native`),
+which the Python modules use when this process runs compiled (`native`).  `python` runs the
 `.py` files: the reference, which the compiled modules are built from and tested
 against (tests/unit/test_hot_path_equivalence.py).  `auto`, the default, runs the
 build when there is one that can run here, else Python, and says why.
@@ -33,6 +35,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Final, Literal, TypeAlias
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "ENV",
     "FAILED",
     "MANIFEST",
+    "NATIVE",
     "PATHS",
     "Choice",
     "HotPath",
@@ -49,6 +53,7 @@ __all__ = [
     "default_build_dir",
     "digest",
     "missing_tools",
+    "native",
     "package_path",
     "source_root",
 ]
@@ -75,6 +80,10 @@ stream task (framework/node/task.py), the wire decoder or the producer clocks as
 measured no faster.  A module of another package needs that package's `__init__` to
 pass its `__path__` through `package_path` (framework.node's does)."""
 """In the build directory: the compiled modules, mypyc's library, and the sources' digests."""
+NATIVE: Final = {"_sessionizer_wire": "router/native"}
+"""The native modules a build holds when Rust can build them, and each one's crate: the
+wire decoder's fast path (router/wire.py uses it; the Python decoder stays the reference
+and decides every record the fast path gives back)."""
 FAILED: Final = ".failed"
 """Beside the build directory, `<build>.failed` (`build/compiled.failed`): why the last
 build failed, written by `deploy/build_compiled.py` instead of a build."""
@@ -94,6 +103,9 @@ class Choice:
     """The compiled modules, when `path` is compiled."""
     build_unusable: bool = False
     """A build is there but cannot run here (stale, for another Python, does not load)."""
+    native: tuple[str, ...] = ()
+    """The native modules of the build, when `path` is compiled (none where Rust could not
+    build them: `reason` says why)."""
 
     @property
     def as_asked(self) -> bool:
@@ -156,7 +168,7 @@ def build_problem(build: Path) -> str | None:
     suffix = _suffix()
     if data.get("suffix") != suffix:
         return f"built for another Python ({data.get('suffix')}, this one loads {suffix})"
-    for module in [*modules, runtime]:
+    for module in [*modules, runtime, *data.get("native", ())]:
         if not (build / (module.replace(".", "/") + suffix)).is_file():
             return f"{module}{suffix} is missing from {build}"
     root = source_root()
@@ -186,7 +198,13 @@ def _decide() -> Choice:
         importlib.import_module(data["runtime"])
     except ImportError as exc:
         return Choice(requested, "python", f"the build does not load: {exc}", build_unusable=True)
-    return Choice(requested, "compiled", f"mypyc build at {build}", tuple(data["modules"]))
+    native = tuple(data.get("native", ()))
+    reason = f"mypyc build at {build}"
+    if native:
+        reason += f", native {', '.join(native)}"
+    else:
+        reason += f", no native modules ({data.get('native_problem') or 'none built'})"
+    return Choice(requested, "compiled", reason, tuple(data["modules"]), native=native)
 
 
 _choice: Choice | None = None
@@ -198,6 +216,14 @@ def choice() -> Choice:
     if _choice is None:
         _choice = _decide()
     return _choice
+
+
+def native(name: str) -> ModuleType | None:
+    """The build's native module `name` when this process runs compiled, else None."""
+    chosen = choice()
+    if chosen.path != "compiled" or name not in chosen.native:
+        return None
+    return importlib.import_module(name)
 
 
 def package_path(package: str, path: list[str]) -> list[str]:

@@ -48,6 +48,7 @@ def run_until_signalled(node: Node) -> int:
         node=config.node_id,
         path=chosen.path,
         requested=chosen.requested,
+        native=list(chosen.native),
         reason=chosen.reason,
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -91,6 +92,18 @@ def require_compiled(reason: str) -> None:
         pytest.skip(f"no compiled hot path on this machine: {missing}")
     pytest.fail(
         f"the compiled hot path should run, but Python runs here ({reason}); build it: "
+        "make install (or .venv/bin/python deploy/build_compiled.py)"
+    )
+
+
+def require_native(reason: str) -> None:
+    """`require_compiled` for the native modules: skip only where cargo is missing."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must build the native modules, but they are missing: {reason}")
+    if shutil.which("cargo") is None:
+        pytest.skip(f"no native modules on this machine: no cargo on PATH ({reason})")
+    pytest.fail(
+        f"the native modules should be built, but they are missing ({reason}); build them: "
         "make install (or .venv/bin/python deploy/build_compiled.py)"
     )
 
