@@ -13,9 +13,11 @@ one by one with exactly-once on both clients are in test_exactly_once_faults.py)
 
     SESSIONIZER_CHAOS_SEED=7 SESSIONIZER_CHAOS_FRAGMENTS=40000 pytest -m chaos -s
 
-Before every chunk a few undecodable records go to random streams: each must come
-out as a dead letter holding its bytes (exactly one with exactly-once), whatever
-the faults did meanwhile.
+Before every chunk a few undecodable records go to random streams, and one fragment
+dated an hour before the traffic whose fields `WebSessions` cannot read (a key of
+its own): late on a stream with a stream time, a hook failure on one without.  Each
+must come out as a dead letter (exactly one with exactly-once), the undecodable ones
+holding their bytes, whatever the faults did meanwhile.
 
 `SESSIONIZER_CHAOS_BALANCE=load` runs the nodes with `--balance load` (and a 5 s
 `--balance-interval`, so load moves happen among the faults); the waits then ask
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import msgpack
 import pytest
 from kafka import KafkaProducer
 
@@ -74,7 +77,8 @@ RESIZED = 16  # the count the one live resize grows the app to
 Fault = Literal["kill9", "sigstop", "broker_restart", "zk_restart", "resize"]
 FAULTS: tuple[Fault, ...] = ("kill9", "sigstop", "broker_restart", "zk_restart", "resize")
 REPEATED: tuple[Fault, ...] = FAULTS[:-1]  # a resize happens once
-POISON_PER_CHUNK = 2  # undecodable records written before each chunk
+POISON_PER_CHUNK = 2  # undecodable records written before each chunk (and one early fragment)
+EARLY_MS = 60 * 60 * 1000  # how long before the traffic's first event the early fragments are
 
 
 def _setting(name: str, default: int) -> int:
@@ -112,6 +116,7 @@ class Chaos:
         group: NodeGroup,
         flags: tuple[str, ...] = (),
         spread: int | None = 1,
+        early_ms: int = 0,
     ) -> None:
         self.rng = rng
         self.cluster = cluster
@@ -123,6 +128,8 @@ class Chaos:
         self.log: list[str] = []
         self.killed: set[str] = set()  # nodes killed on purpose (not expected to run)
         self.poisoned: list[bytes] = []  # the undecodable records written, in order
+        self.early: list[bytes] = []  # the keys of the early fragments written, in order
+        self.early_ms = early_ms  # their event time: before any of the traffic's
         self.stopped: str | None = None  # a SIGSTOPped node, to SIGCONT after the next chunk
         self._next = NODES + 1
         self._started = time.monotonic()
@@ -200,7 +207,9 @@ class Chaos:
         self._note(f"restart {name}{' (leader)' if name == leader else ''}")
 
     def poison(self, connection: ConnectionConfig) -> None:
-        """Write `POISON_PER_CHUNK` records that are not msgpack to random streams."""
+        """Write `POISON_PER_CHUNK` records that are not msgpack to random streams, and one
+        early fragment `WebSessions` fails on (before the traffic: it moves no stream time
+        past any of the traffic's fragments)."""
         producer = KafkaProducer(bootstrap_servers=connection.bootstrap, acks="all")
         try:
             for _ in range(POISON_PER_CHUNK):
@@ -208,6 +217,13 @@ class Chaos:
                 stream = stream_name(connection.app, self.rng.randrange(self.streams))
                 producer.send(stream, key=b"chaos-poison", value=value, partition=0).get(60)
                 self.poisoned.append(value)
+            key = b"chaos-early-%d" % len(self.early)
+            value = msgpack.packb({"chaos": len(self.early)}, use_bin_type=True)  # no "ip"
+            stream = stream_name(connection.app, self.rng.randrange(self.streams))
+            producer.send(
+                stream, key=key, value=value, partition=0, timestamp_ms=self.early_ms
+            ).get(60)
+            self.early.append(key)
         finally:
             producer.close()
 
@@ -245,7 +261,9 @@ def test_chaos_keeps_the_output_exact(
         StateObserver(connection, streams_of(app, STREAMS)) as observer,
     ):
         balance_flags, spread = _balance_flags()
-        chaos = Chaos(rng, cluster, group, ("--delivery", delivery, *balance_flags), spread)
+        flags = ("--delivery", delivery, *balance_flags)
+        early_ms = fragments[0].timestamp_ms - EARLY_MS
+        chaos = Chaos(rng, cluster, group, flags, spread, early_ms)
         try:
             for node in range(1, NODES + 1):
                 group.start(f"n{node}", *chaos.flags)
@@ -292,7 +310,7 @@ def test_chaos_keeps_the_output_exact(
             # Read while the nodes run: a node that must be killed at the end would leave its
             # open transactions holding `read_committed` readers back (exactly-once).
             written = read_sessions(connection.bootstrap, app, deduplicate=False)
-            letters = _dead_letter_values(connection)
+            letters, by_key, early_reasons = _dead_letter_counts(connection)
         except BaseException:
             print("chaos faults so far:\n" + "\n".join(chaos.log))
             print(f"node events:\n{node_story(group)}")
@@ -309,22 +327,43 @@ def test_chaos_keeps_the_output_exact(
         print(f"node events:\n{node_story(group)}")
         print("\n".join(differences(written, expected_sessions(fragments, WebSessions()), 40)))
     poison_letters = [letters[value] for value in chaos.poisoned]
+    early_letters = [by_key[key] for key in chaos.early]
     print(f"chaos poison: {len(chaos.poisoned)} written, dead letters {poison_letters}")
+    print(
+        f"chaos early: {len(chaos.early)} written, dead letters {early_letters} "
+        f"({dict(early_reasons)})"
+    )
     assert observer.violations == [], "a stored offset moved backwards"
     assert all(poison_letters), "an undecodable record has no dead letter"
+    assert all(early_letters), "an early fragment has no dead letter (late or hook failure)"
     assert result.lost == 0, result
     assert result.conflicting_duplicates == 0, result
     assert result.exact, result
     if delivery == "exactly-once":  # committed output only, and no de-duplication needed
         assert result.duplicates == 0, result
         assert set(poison_letters) == {1}, "an undecodable record has a committed dead letter twice"
+        assert set(early_letters) == {1}, "an early fragment has a committed dead letter twice"
 
 
-def _dead_letter_values(connection: ConnectionConfig) -> Counter[bytes]:
-    """How many committed dead letters hold each original value."""
+def _dead_letter_counts(
+    connection: ConnectionConfig,
+) -> tuple[Counter[bytes], Counter[bytes], Counter[str]]:
+    """How many committed dead letters hold each original value, each key, and the reasons
+    of the early fragments' letters.
+
+    A hook failure's letter for a fragment already folded has an empty value (its key
+    and offset name it), so the early fragments, one key each, are counted by key.
+    """
     reader = TopicReader(connection.bootstrap, {})
     try:
         letters = read_letters(reader, deadletter_topic(connection.app))
     finally:
         reader.close()
-    return Counter(stored.letter.value for stored in letters if stored.letter.value is not None)
+    values = Counter(stored.letter.value for stored in letters if stored.letter.value is not None)
+    keys = Counter(stored.letter.key for stored in letters if stored.letter.key is not None)
+    early = Counter(
+        stored.letter.reason
+        for stored in letters
+        if (stored.letter.key or b"").startswith(b"chaos-early-")
+    )
+    return values, keys, early
