@@ -28,6 +28,7 @@ from decimal import Decimal
 from json import encoder as json_encoder
 from typing import Any, Final, Protocol, runtime_checkable
 
+from framework.kernel import compiled
 from framework.kernel.errors import InvalidArgument
 from sessionizer.errors import SessionError, SinkError
 from sessionizer.records import FinishedSession
@@ -234,6 +235,12 @@ _SESSION_JSON: Final = json.JSONEncoder(sort_keys=True, default=json_fallback, a
 _C_ENCODER: Final = getattr(json_encoder, "c_make_encoder", None)  # None without CPython's _json
 
 
+_NATIVE_JSON: Final[Any] = compiled.native("_sessionizer_json")
+"""The native fast path of a session's JSON on the compiled hot path (sessionizer/native):
+the same bytes for the plain values it handles, None for the rest, which `_session_json`,
+the reference, encodes (tests/unit/test_native_json.py)."""
+
+
 def _session_json(value: dict[str, Any]) -> str:
     """`_SESSION_JSON.encode(value)`, through CPython's C encoder called directly.
 
@@ -259,11 +266,14 @@ def encode_session(
     cannot express at all (map keys of mixed types, NaN, a cycle) and a record
     over `max_bytes`; the same on every replay of the session.
     """
-    try:
-        text = _session_json(session.to_dict())
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise UnsendableSession("session-unencodable", f"{type(exc).__name__}: {exc}") from exc
-    value = text.encode()  # ensure_ascii: plain ASCII
+    data = session.to_dict()
+    value = None if _NATIVE_JSON is None else _NATIVE_JSON.session_json(data)
+    if value is None:
+        try:
+            text = _session_json(data)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise UnsendableSession("session-unencodable", f"{type(exc).__name__}: {exc}") from exc
+        value = text.encode()  # ensure_ascii: plain ASCII
     if len(value) > max_bytes:
         raise UnsendableSession(
             "session-too-large", f"{len(value)} bytes of JSON, over the limit of {max_bytes}"

@@ -80,10 +80,11 @@ stream task (framework/node/task.py), the wire decoder or the producer clocks as
 measured no faster.  A module of another package needs that package's `__init__` to
 pass its `__path__` through `package_path` (framework.node's does)."""
 """In the build directory: the compiled modules, mypyc's library, and the sources' digests."""
-NATIVE: Final = {"_sessionizer_wire": "router/native"}
+NATIVE: Final = {"_sessionizer_wire": "router/native", "_sessionizer_json": "sessionizer/native"}
 """The native modules a build holds when Rust can build them, and each one's crate: the
-wire decoder's fast path (router/wire.py uses it; the Python decoder stays the reference
-and decides every record the fast path gives back)."""
+fast paths of the wire decoder (router/wire.py) and of the session JSON
+(sessionizer/sinks.py).  The Python code stays the reference and decides everything a
+fast path gives back."""
 FAILED: Final = ".failed"
 """Beside the build directory, `<build>.failed` (`build/compiled.failed`): why the last
 build failed, written by `deploy/build_compiled.py` instead of a build."""

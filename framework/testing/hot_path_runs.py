@@ -13,6 +13,7 @@ crashed (rewound to its last commit) and handed over (`export_engine` /
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -106,6 +107,21 @@ def require_native(reason: str) -> None:
         f"the native modules should be built, but they are missing ({reason}); build them: "
         "make install (or .venv/bin/python deploy/build_compiled.py)"
     )
+
+
+def load_native(name: str) -> Any:
+    """The build's native module `name`, whatever hot path this process runs (a test
+    compares it with the Python reference in one process); `require_native` if absent."""
+    build = compiled.default_build_dir().resolve()
+    problem = compiled.build_problem(build)
+    if problem is None:
+        manifest = json.loads((build / compiled.MANIFEST).read_text(encoding="utf-8"))
+        if name in manifest.get("native", ()):
+            if str(build) not in sys.path:
+                sys.path.append(str(build))
+            return import_module(name)
+        problem = manifest.get("native_problem") or "the build has no native modules"
+    require_native(problem)
 
 
 _CALLS: dict[str, Callable[..., Any]] = {"run": run, "hello": hello}
