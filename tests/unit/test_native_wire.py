@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from framework.kernel import compiled
 from framework.kernel.fragment import Fragment
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
-from framework.testing.hot_path_runs import require_native
+from framework.testing.hot_path_runs import load_native
 from router import wire
 from router.errors import MalformedLine, UndecodableRecord
 from router.formats_apache import parse_apache
@@ -41,17 +41,7 @@ FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 
 def _native() -> Any:
-    """The build's native module, loaded whatever hot path this process runs."""
-    build = compiled.default_build_dir().resolve()
-    problem = compiled.build_problem(build)
-    if problem is None:
-        manifest = json.loads((build / compiled.MANIFEST).read_text(encoding="utf-8"))
-        if MODULE in manifest.get("native", ()):
-            if str(build) not in sys.path:
-                sys.path.append(str(build))
-            return importlib.import_module(MODULE)
-        problem = manifest.get("native_problem") or "the build has no native modules"
-    require_native(problem)
+    return load_native(MODULE)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +119,7 @@ def test_a_well_formed_fragment_decodes_natively_as_the_reference_does(
     decoder: Any,
     key: bytes,
     fields: dict[str, Any],
-    packing: dict[str, bool],
+    packing: dict[str, Any],
     headers: Any,
     at: int,
 ) -> None:
@@ -156,6 +146,7 @@ def test_a_well_formed_fragment_decodes_natively_as_the_reference_does(
             [("only-a-name",)],
             [[wire.KIND_HEADER, b"watermark"]],
             [(b"sessionizer-kind", b"x")],
+            [("\udc80", b"a name that is no UTF-8")],
             "headers",
             5,
         ]
@@ -200,6 +191,7 @@ def test_what_the_reference_alone_decides_goes_to_it(decoder: Any) -> None:
         "a key that is not UTF-8": (b"\xff", good, None),
         "a string that is not UTF-8": (b"k", b"\x81\xa1a\xa1\xff", None),
         "trailing bytes": (b"k", good + b"\x00", None),
+        "a header name that is not UTF-8": (b"k", good, [("\udc80", b"x")]),
     }
     for name, (key, value, headers) in given_back.items():
         assert decoder.decode(key, value, headers, MIN_EVENT_TIME_MS, 7) is None, name

@@ -108,7 +108,8 @@ impl WireDecoder {
             }
             let name = pair.get_item(0)?;
             let name = name.downcast_exact::<PyString>().map_err(|_| Stop::Decline)?;
-            if name.to_str()? == self.kind_header {
+            // A name that is not UTF-8 (a lone surrogate) is the reference's to judge.
+            if name.to_str().map_err(|_| Stop::Decline)? == self.kind_header {
                 return Err(Stop::Decline); // a watermark or a resize record
             }
             Ok(())
