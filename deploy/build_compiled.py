@@ -11,12 +11,13 @@ source packages: the `.py` files stay what runs by default, and
 `framework.kernel.compiled` puts the build first on the packages' `__path__` only in
 a process started with `SESSIONIZER_HOT_PATH=compiled`.
 
-Then it builds the Rust crates of `framework.kernel.compiled.NATIVE` (the wire
-decoder's fast path, `router/native`) with cargo into native modules beside them
-(PyO3, from crates.io; `build/cargo` keeps cargo's work between builds, and a build
-without the network uses crates cargo fetched before).  Without cargo, or when it
-fails, the build has no native modules and the manifest says why (`native_problem`):
-the compiled path runs with the Python decoder.
+Then it builds the Rust crates of `framework.kernel.compiled.NATIVE` (the fast paths
+of the wire decoder, `router/native`, and of the session JSON, `sessionizer/native`)
+with cargo into native modules beside them (PyO3, from crates.io; `build/cargo` keeps
+cargo's work between builds, and a build without the network uses crates cargo
+fetched before).  Without cargo, or for a crate that does not build, the build has
+no such module and the manifest says why (`native_problem`): the compiled path runs
+with the Python code in its place.
 
 `--out` receives the extension modules, mypyc's shared library and `manifest.json`:
 the modules, the library's name, the native modules, this interpreter's extension
@@ -130,16 +131,22 @@ def build_native(out: Path) -> tuple[list[str], str | None]:
     if shutil.which("cargo") is None:
         return [], "no cargo on PATH (Rust from rustup.rs builds the native modules)"
     built: list[str] = []
+    problems: list[str] = []
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     for module, crate in sorted(compiled.NATIVE.items()):
         folder = ROOT / crate
         started = time.monotonic()
-        done = _cargo(folder)
-        if done.returncode != 0:  # no network: the crates fetched by an earlier build
-            done = _cargo(folder, "--offline")
+        try:
+            done = _cargo(folder)
+            if done.returncode != 0:  # no network: the crates fetched by an earlier build
+                done = _cargo(folder, "--offline")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"cargo could not build {crate}: {exc}")
+            continue
         if done.returncode != 0:
             last = [line for line in done.stderr.splitlines() if line.strip()][-3:]
-            return built, f"cargo could not build {crate}: {' / '.join(last)}"
+            problems.append(f"cargo could not build {crate}: {' / '.join(last)}")
+            continue
         library = tomllib.loads((folder / "Cargo.toml").read_text(encoding="utf-8"))["lib"]
         shutil.copyfile(
             CARGO_TARGET / "release" / f"lib{library['name']}.so", out / (module + suffix)
@@ -148,7 +155,7 @@ def build_native(out: Path) -> tuple[list[str], str | None]:
         print(
             f"build_compiled: {crate} built in {time.monotonic() - started:.0f} s", file=sys.stderr
         )
-    return built, None
+    return built, "; ".join(problems) or None
 
 
 def _module_name(path: Path) -> str:
