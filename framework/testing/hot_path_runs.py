@@ -109,6 +109,19 @@ def require_native(reason: str) -> None:
     )
 
 
+def printed_on(path: str, script: str) -> str:
+    """What `python -c script` prints in a fresh process on hot path `path`."""
+    base = {name: value for name, value in os.environ.items() if name != compiled.ENV}
+    child = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**base, compiled.ENV: path},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return child.stdout.strip()
+
+
 def load_native(name: str) -> Any:
     """The build's native module `name`, whatever hot path this process runs (a test
     compares it with the Python reference in one process); `require_native` if absent."""

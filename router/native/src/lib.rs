@@ -64,7 +64,20 @@ impl WireDecoder {
         timestamp_ms: &Bound<'py, PyAny>,
         offset: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.fragment(py, key, value, headers, timestamp_ms, offset) {
+        let fragment = || -> Fast<Bound<'py, PyAny>> {
+            self.check_headers(headers)?;
+            self.check_timestamp(timestamp_ms)?;
+            let text_key = self.key(py, key)?;
+            let value = value
+                .downcast_exact::<PyBytes>()
+                .map_err(|_| Stop::Decline)?;
+            let fields = self.fields(py, value.as_bytes())?;
+            Ok(self
+                .fragment
+                .bind(py)
+                .call1((offset, text_key, timestamp_ms, fields))?)
+        };
+        match fragment() {
             Ok(fragment) => Ok(Some(fragment)),
             Err(Stop::Decline) => Ok(None),
             Err(Stop::Failed(err)) => Err(err),
@@ -78,36 +91,22 @@ impl WireDecoder {
 }
 
 impl WireDecoder {
-    fn fragment<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        value: &Bound<'py, PyAny>,
-        headers: &Bound<'py, PyAny>,
-        timestamp_ms: &Bound<'py, PyAny>,
-        offset: &Bound<'py, PyAny>,
-    ) -> Fast<Bound<'py, PyAny>> {
-        self.check_headers(headers)?;
-        self.check_timestamp(timestamp_ms)?;
-        let text_key = self.key(py, key)?;
-        let value = value.downcast_exact::<PyBytes>().map_err(|_| Stop::Decline)?;
-        let fields = self.fields(py, value.as_bytes())?;
-        let made = self.fragment.bind(py).call1((offset, text_key, timestamp_ms, fields))?;
-        Ok(made)
-    }
-
     /// No header, or headers none of which is the kind header.
     fn check_headers(&self, headers: &Bound<'_, PyAny>) -> Fast<()> {
         if headers.is_none() {
             return Ok(());
         }
         let each = |header: Bound<'_, PyAny>| -> Fast<()> {
-            let pair = header.downcast_exact::<PyTuple>().map_err(|_| Stop::Decline)?;
+            let pair = header
+                .downcast_exact::<PyTuple>()
+                .map_err(|_| Stop::Decline)?;
             if pair.len() != 2 {
                 return Err(Stop::Decline);
             }
             let name = pair.get_item(0)?;
-            let name = name.downcast_exact::<PyString>().map_err(|_| Stop::Decline)?;
+            let name = name
+                .downcast_exact::<PyString>()
+                .map_err(|_| Stop::Decline)?;
             // A name that is not UTF-8 (a lone surrogate) is the reference's to judge.
             if name.to_str().map_err(|_| Stop::Decline)? == self.kind_header {
                 return Err(Stop::Decline); // a watermark or a resize record
@@ -124,7 +123,9 @@ impl WireDecoder {
     }
 
     fn check_timestamp(&self, timestamp_ms: &Bound<'_, PyAny>) -> Fast<()> {
-        let exact = timestamp_ms.downcast_exact::<PyInt>().map_err(|_| Stop::Decline)?;
+        let exact = timestamp_ms
+            .downcast_exact::<PyInt>()
+            .map_err(|_| Stop::Decline)?;
         let millis: i64 = exact.extract().map_err(|_| Stop::Decline)?;
         if millis < self.min_ms || millis > self.max_ms {
             return Err(Stop::Decline);
@@ -133,7 +134,10 @@ impl WireDecoder {
     }
 
     fn key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> Fast<Bound<'py, PyString>> {
-        let bytes = key.downcast_exact::<PyBytes>().map_err(|_| Stop::Decline)?.as_bytes();
+        let bytes = key
+            .downcast_exact::<PyBytes>()
+            .map_err(|_| Stop::Decline)?
+            .as_bytes();
         if bytes.is_empty() || bytes.len() > self.max_key_bytes {
             return Err(Stop::Decline);
         }

@@ -65,20 +65,35 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn length(&mut self, width: usize) -> Fast<usize> {
+    /// A big-endian unsigned integer of 1, 2, 4 or 8 bytes.
+    fn unsigned(&mut self, width: usize) -> Fast<u64> {
         Ok(match width {
-            1 => self.byte()? as usize,
-            2 => u16::from_be_bytes(self.array()?) as usize,
-            _ => u32::from_be_bytes(self.array()?) as usize,
+            1 => self.byte()? as u64,
+            2 => u16::from_be_bytes(self.array()?) as u64,
+            4 => u32::from_be_bytes(self.array()?) as u64,
+            _ => u64::from_be_bytes(self.array()?),
         })
+    }
+
+    /// A big-endian signed integer of 1, 2, 4 or 8 bytes.
+    fn signed(&mut self, width: usize) -> Fast<i64> {
+        Ok(match width {
+            1 => self.byte()? as i8 as i64,
+            2 => i16::from_be_bytes(self.array()?) as i64,
+            4 => i32::from_be_bytes(self.array()?) as i64,
+            _ => i64::from_be_bytes(self.array()?),
+        })
+    }
+
+    fn length(&mut self, width: usize) -> Fast<usize> {
+        usize::try_from(self.unsigned(width)?).map_err(|_| Stop::Decline)
     }
 
     /// The entry count of a map, if the next value is one.
     pub fn map_len(&mut self) -> Fast<usize> {
         match self.byte()? {
             m @ 0x80..=0x8f => Ok((m & 0x0f) as usize),
-            0xde => self.length(2),
-            0xdf => self.length(4),
+            m @ (0xde | 0xdf) => self.length(2 << (m - 0xde)),
             _ => Err(Stop::Decline),
         }
     }
@@ -87,9 +102,7 @@ impl<'a> Reader<'a> {
     pub fn str_bytes(&mut self) -> Fast<&'a str> {
         let len = match self.byte()? {
             m @ 0xa0..=0xbf => (m & 0x1f) as usize,
-            0xd9 => self.length(1)?,
-            0xda => self.length(2)?,
-            0xdb => self.length(4)?,
+            m @ 0xd9..=0xdb => self.length(1 << (m - 0xd9))?,
             _ => return Err(Stop::Decline),
         };
         std::str::from_utf8(self.take(len)?).map_err(|_| Stop::Decline)
@@ -117,40 +130,24 @@ impl<'a> Reader<'a> {
             }
             0xca => PyFloat::new(py, f32::from_be_bytes(self.array()?) as f64).into_any(),
             0xcb => PyFloat::new(py, f64::from_be_bytes(self.array()?)).into_any(),
-            0xcc => (self.byte()? as u64).into_pyobject(py)?.into_any(),
-            0xcd => (u16::from_be_bytes(self.array()?) as u64).into_pyobject(py)?.into_any(),
-            0xce => (u32::from_be_bytes(self.array()?) as u64).into_pyobject(py)?.into_any(),
-            0xcf => u64::from_be_bytes(self.array()?).into_pyobject(py)?.into_any(),
-            0xd0 => ((self.byte()? as i8) as i64).into_pyobject(py)?.into_any(),
-            0xd1 => (i16::from_be_bytes(self.array()?) as i64).into_pyobject(py)?.into_any(),
-            0xd2 => (i32::from_be_bytes(self.array()?) as i64).into_pyobject(py)?.into_any(),
-            0xd3 => i64::from_be_bytes(self.array()?).into_pyobject(py)?.into_any(),
-            0xd9 => {
-                let len = self.length(1)?;
+            0xcc..=0xcf => {
+                let number = self.unsigned(1 << (marker - 0xcc))?;
+                number.into_pyobject(py)?.into_any()
+            }
+            0xd0..=0xd3 => {
+                let number = self.signed(1 << (marker - 0xd0))?;
+                number.into_pyobject(py)?.into_any()
+            }
+            0xd9..=0xdb => {
+                let len = self.length(1 << (marker - 0xd9))?;
                 self.text(py, len)?
             }
-            0xda => {
-                let len = self.length(2)?;
-                self.text(py, len)?
-            }
-            0xdb => {
-                let len = self.length(4)?;
-                self.text(py, len)?
-            }
-            0xdc => {
-                let len = self.length(2)?;
+            0xdc | 0xdd => {
+                let len = self.length(2 << (marker - 0xdc))?;
                 self.list(py, len, depth)?
             }
-            0xdd => {
-                let len = self.length(4)?;
-                self.list(py, len, depth)?
-            }
-            0xde => {
-                let len = self.length(2)?;
-                self.map(py, len, depth)?
-            }
-            0xdf => {
-                let len = self.length(4)?;
+            0xde | 0xdf => {
+                let len = self.length(2 << (marker - 0xde))?;
                 self.map(py, len, depth)?
             }
             // 0xc1 (never used), 0xc7-0xc9 and 0xd4-0xd8 (extension types)

@@ -96,7 +96,9 @@ fn write_items<'py>(
 fn write_dict(out: &mut Vec<u8>, map: &Bound<'_, PyDict>, depth: usize) -> Fast<()> {
     let mut entries = Vec::with_capacity(map.len());
     for (key, item) in map.iter() {
-        let key = key.downcast_into_exact::<PyString>().map_err(|_| Stop::Decline)?;
+        let key = key
+            .downcast_into_exact::<PyString>()
+            .map_err(|_| Stop::Decline)?;
         entries.push((key, item));
     }
     let mut named = Vec::with_capacity(entries.len());
