@@ -5,11 +5,11 @@ compiled with mypyc (`make install` builds them into `build/compiled/` of the so
 tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, its open
 sessions and their queues, the key timelines, the hook glue and the safe-offset
 tracker (`MODULES`), as C extension modules of the same names, and beside them the
-native modules built from Rust (`NATIVE`: the wire decoder's fast path, `router/native`),
-which the Python modules use when this process runs compiled (`native`).  `python` runs the
-`.py` files: the reference, which the compiled modules are built from and tested
-against (tests/unit/test_hot_path_equivalence.py).  `auto`, the default, runs the
-build when there is one that can run here, else Python, and says why.
+native modules built from Rust (`NATIVE`: the fast paths of the wire decoder and of the
+session JSON), which the Python modules use when this process runs compiled (`native`).
+`python` runs the `.py` files: the reference, which the compiled modules are built
+from and tested against (tests/unit/test_hot_path_equivalence.py).  `auto`, the
+default, runs the build when there is one that can run here, else Python, and says why.
 
 The choice is made once per process, at the first import of a package that holds a
 compiled module (`state`, `sessionizer`, `framework.node`): each package's `__init__`
@@ -199,13 +199,34 @@ def _decide() -> Choice:
         importlib.import_module(data["runtime"])
     except ImportError as exc:
         return Choice(requested, "python", f"the build does not load: {exc}", build_unusable=True)
-    native = tuple(data.get("native", ()))
+    native, native_problem = _load_native(data)
     reason = f"mypyc build at {build}"
     if native:
         reason += f", native {', '.join(native)}"
-    else:
-        reason += f", no native modules ({data.get('native_problem') or 'none built'})"
+    if native_problem is not None:
+        reason += f", native modules missing ({native_problem})"
     return Choice(requested, "compiled", reason, tuple(data["modules"]), native=native)
+
+
+def _load_native(manifest: dict[str, object]) -> tuple[tuple[str, ...], str | None]:
+    """Import the build's native modules: (those that load, why the others are missing).
+
+    One that does not load (a build copied to another machine) leaves its Python code in
+    its place, as a crate that did not build does.
+    """
+    loaded: list[str] = []
+    problems = [str(manifest["native_problem"])] if manifest.get("native_problem") else []
+    listed = manifest.get("native") or ()
+    for name in listed if isinstance(listed, list) else ():
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            problems.append(f"{name} does not load: {exc}")
+            continue
+        loaded.append(name)
+    if not loaded and not problems:
+        problems.append("none built")
+    return tuple(loaded), "; ".join(problems) or None
 
 
 _choice: Choice | None = None

@@ -262,4 +262,26 @@ def test_a_build_without_native_modules_runs_compiled_with_the_python_decoder(
         check=True,
     )
     assert child.stdout.startswith("compiled True "), child.stdout
-    assert "no native modules (no cargo on PATH (as a test))" in child.stdout
+    assert "native modules missing (no cargo on PATH (as a test))" in child.stdout
+
+
+def test_a_native_module_that_does_not_load_leaves_the_python_decoder_in_its_place(
+    tmp_path: Path,
+) -> None:
+    build = compiled.default_build_dir().resolve()
+    _native()
+    copy = tmp_path / "compiled"
+    shutil.copytree(build, copy)
+    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"not a library")
+    script = "from framework.kernel import compiled; from router import wire; " + (
+        "c = compiled.choice(); print(c.path, wire._FAST is None, c.native, c.reason)"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, compiled.DIR_ENV: str(copy), compiled.ENV: "compiled"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.startswith("compiled True ('_sessionizer_json',) "), child.stdout
+    assert f"native modules missing ({MODULE} does not load: " in child.stdout
