@@ -240,48 +240,47 @@ def test_the_node_decodes_with_the_native_path_when_it_runs_compiled() -> None:
     assert printed_on("python", script) == "False"
 
 
-def test_a_build_without_native_modules_runs_compiled_with_the_python_decoder(
-    tmp_path: Path,
-) -> None:
-    build = compiled.default_build_dir().resolve()
-    _native()
-    copy = tmp_path / "compiled"
-    shutil.copytree(build, copy)
-    manifest = json.loads((copy / compiled.MANIFEST).read_text(encoding="utf-8"))
-    manifest["native"], manifest["native_problem"] = [], "no cargo on PATH (as a test)"
-    (copy / compiled.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).unlink()
-    script = "from framework.kernel import compiled; from router import wire; " + (
-        "print(compiled.choice().path, wire._FAST is None, compiled.choice().reason)"
-    )
-    child = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, compiled.DIR_ENV: str(copy), compiled.ENV: "compiled"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert child.stdout.startswith("compiled True "), child.stdout
-    assert "native modules missing (no cargo on PATH (as a test))" in child.stdout
-
-
-def test_a_native_module_that_does_not_load_leaves_the_python_decoder_in_its_place(
-    tmp_path: Path,
-) -> None:
-    build = compiled.default_build_dir().resolve()
-    _native()
-    copy = tmp_path / "compiled"
-    shutil.copytree(build, copy)
-    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"not a library")
+def _decided_with(build: Path) -> str:
+    """What a fresh process on the compiled path makes of `build`: its path, whether it
+    decodes in Python, the native modules it loaded, and why."""
     script = "from framework.kernel import compiled; from router import wire; " + (
         "c = compiled.choice(); print(c.path, wire._FAST is None, c.native, c.reason)"
     )
     child = subprocess.run(
         [sys.executable, "-c", script],
-        env={**os.environ, compiled.DIR_ENV: str(copy), compiled.ENV: "compiled"},
+        env={**os.environ, compiled.DIR_ENV: str(build), compiled.ENV: "compiled"},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert child.stdout.startswith("compiled True ('_sessionizer_json',) "), child.stdout
-    assert f"native modules missing ({MODULE} does not load: " in child.stdout
+    return child.stdout
+
+
+def _copy_of_the_build(tmp_path: Path) -> Path:
+    _native()  # built (or skipped, or failed, as require_native says)
+    copy = tmp_path / "compiled"
+    shutil.copytree(compiled.default_build_dir().resolve(), copy)
+    return copy
+
+
+def test_a_build_without_native_modules_runs_compiled_with_the_python_decoder(
+    tmp_path: Path,
+) -> None:
+    copy = _copy_of_the_build(tmp_path)
+    manifest = json.loads((copy / compiled.MANIFEST).read_text(encoding="utf-8"))
+    manifest["native"], manifest["native_problem"] = [], "no cargo on PATH (as a test)"
+    (copy / compiled.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).unlink()
+    decided = _decided_with(copy)
+    assert decided.startswith("compiled True () "), decided
+    assert "native modules missing (no cargo on PATH (as a test))" in decided
+
+
+def test_a_native_module_that_does_not_load_leaves_the_python_decoder_in_its_place(
+    tmp_path: Path,
+) -> None:
+    copy = _copy_of_the_build(tmp_path)
+    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"not a library")
+    decided = _decided_with(copy)
+    assert decided.startswith("compiled True ('_sessionizer_json',) "), decided
+    assert f"native modules missing ({MODULE} does not load: " in decided
