@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_compiled: {names} compiled into {out} in {seconds:.0f} s", file=sys.stderr)
         native_problem = json.loads((out / MANIFEST).read_text(encoding="utf-8"))["native_problem"]
         if native_problem is not None:
-            print(f"build_compiled: no native modules ({native_problem})", file=sys.stderr)
+            print(f"build_compiled: native modules missing ({native_problem})", file=sys.stderr)
             return 1 if args.strict else 0
         return 0
     out.with_name(out.name + FAILED).write_text(problem + "\n", encoding="utf-8")

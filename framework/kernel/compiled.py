@@ -36,7 +36,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "AUTO",
@@ -208,16 +208,15 @@ def _decide() -> Choice:
     return Choice(requested, "compiled", reason, tuple(data["modules"]), native=native)
 
 
-def _load_native(manifest: dict[str, object]) -> tuple[tuple[str, ...], str | None]:
+def _load_native(manifest: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:
     """Import the build's native modules: (those that load, why the others are missing).
 
     One that does not load (a build copied to another machine) leaves its Python code in
     its place, as a crate that did not build does.
     """
     loaded: list[str] = []
-    problems = [str(manifest["native_problem"])] if manifest.get("native_problem") else []
-    listed = manifest.get("native") or ()
-    for name in listed if isinstance(listed, list) else ():
+    problems = [manifest["native_problem"]] if manifest.get("native_problem") else []
+    for name in manifest.get("native", ()):
         try:
             importlib.import_module(name)
         except ImportError as exc:
