@@ -48,16 +48,16 @@ from sessionizer.producer_clocks import ProducerClocks, skew_ms
 from sessionizer.records import (
     EngineCounters,
     EngineOutput,
-    FinishedSession,
     HookFailure,
     LateFragment,
     Record,
+    finished_session,
     future_fragment,
     late_fragment,
     session_id,
 )
 from sessionizer.timeline import Member, Segment
-from state.record import IgnoreEntry, StreamState
+from state.record import StreamState, ignore_entry
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 
 __all__ = ["SessionEngine"]
@@ -80,6 +80,8 @@ class SessionEngine:
         self.stream = stream
         self.processor = processor
         self.timing = Timing.of(processor)
+        self._own_timestamp = not hooks.keeps_default(processor, "timestamp")
+        self._own_is_end = not hooks.keeps_default(processor, "is_end")
         self._epoch = state.epoch
         self._stream_time_ms = state.stream_time_ms
         # Who writes the stream (several producers: docs/sessions.md), as of the safe offset.
@@ -281,7 +283,7 @@ class SessionEngine:
         members: list[Member] = []
         for fragment, event_time, before in held:
             try:
-                is_end = hooks.is_end(self.processor, fragment)
+                is_end = self._own_is_end and hooks.is_end(self.processor, fragment)
             except Exception as exc:  # a user hook: any failure goes to the dead letters
                 outputs.append(self._hook_failed(fragment, "is_end", exc))
                 continue
@@ -335,7 +337,7 @@ class SessionEngine:
                 return self._resolve_parked(None) if record.end else []
             return self._resolve_parked(None if record.marker else time)
         try:
-            event_time = hooks.timestamp(self.processor, record)
+            event_time = self._event_time(record)
         except Exception:  # a user hook: processing the record dead-letters it, as always
             return []  # and, as always, leaves the parked record waiting
         return self._resolve_parked(event_time)
@@ -386,7 +388,7 @@ class SessionEngine:
     def _on_fragment(self, fragment: Fragment) -> list[EngineOutput]:
         self._fragments += 1
         try:
-            event_time = hooks.timestamp(self.processor, fragment)
+            event_time = self._event_time(fragment)
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Without an event time it neither moves stream time nor judges a parked record.
             return [self._hook_failed(fragment, "timestamp", exc)]
@@ -396,6 +398,12 @@ class SessionEngine:
             return outputs
         placed = self._place(fragment, event_time)
         return outputs + placed if outputs else placed
+
+    def _event_time(self, fragment: Fragment) -> int:
+        """The fragment's event time by the processor's `timestamp` hook (may raise)."""
+        if self._own_timestamp:
+            return hooks.timestamp(self.processor, fragment)
+        return hooks.event_time(fragment.timestamp_ms)  # what the default hook returns
 
     def _too_far_ahead(self, event_time: int) -> bool:
         """Return True if `event_time` is more than `max_lead` ahead of stream time."""
@@ -462,7 +470,7 @@ class SessionEngine:
                     return [late, *moved]
                 return moved
         try:
-            is_end = hooks.is_end(self.processor, fragment)
+            is_end = self._own_is_end and hooks.is_end(self.processor, fragment)
         except Exception as exc:  # a user hook: any failure goes to the dead letters
             # Its event time still counts: a replay may skip it, and skipping advances.
             failed = self._hook_failed(fragment, "is_end", exc)
@@ -518,7 +526,7 @@ class SessionEngine:
         segment.raw = ()
         self._tracker.session_finished(
             segment.first_offset,
-            IgnoreEntry(
+            ignore_entry(
                 key, segment.first_ts, segment.tail_ts, segment.last_offset, segment.tail_offset
             ),
         )
@@ -535,17 +543,17 @@ class SessionEngine:
             return list(letters)
         self._sessions += 1
         return [
-            FinishedSession(
-                session_id=ident,
-                key=key,
-                stream=stream,
-                first_offset=first,
-                last_offset=last,
-                first_ts=segment.first_ts,
-                last_ts=segment.tail_ts,
-                fragments=segment.folded,
-                result=result,
-                truncated=truncated,
+            finished_session(
+                ident,
+                key,
+                stream,
+                first,
+                last,
+                segment.first_ts,
+                segment.tail_ts,
+                segment.folded,
+                result,
+                truncated,
             )
         ]
 

@@ -68,7 +68,16 @@ class EngineState:
 CARRIED: Final = ("_stream_time_ms", "_tracker", "_open", "_parked", "_clocks")
 """The engine attributes an `EngineState` carries: `_open` (`OpenSessions`) as the fields
 `timelines`, `deadlines` and `folds`, each other one as the field of its name."""
-REBUILT: Final = ("stream", "processor", "timing", "_epoch", "_budget", "_gate")
+REBUILT: Final = (
+    "stream",
+    "processor",
+    "timing",
+    "_own_timestamp",
+    "_own_is_end",
+    "_epoch",
+    "_budget",
+    "_gate",
+)
 """The engine attributes the next owner's constructor sets (from its processor and state).
 
 `_gate` is a live resize's (`SessionEngine.attach`): never handed over, because a stream

@@ -22,7 +22,15 @@ from sessionizer import hooks
 from sessionizer.due_queue import DueQueue
 from sessionizer.migration import KeyGate
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.timeline import KeyTimeline, Member, Segment
+from sessionizer.timeline import (
+    KeyTimeline,
+    Member,
+    Segment,
+    first_raw_ts,
+    next_deadline,
+    place,
+    pop_final,
+)
 from state.tracker import SafeOffsetTracker
 
 __all__ = ["OpenSessions"]
@@ -67,7 +75,7 @@ class OpenSessions:
         timeline = self.timelines.get(key)
         if timeline is None:
             timeline = self.timelines[key] = KeyTimeline(key)
-        changed = timeline.place(member, self._timing)
+        changed = place(timeline, member, self._timing)
         if changed is not None:
             dropped, added = changed
             for first_offset in dropped:
@@ -83,7 +91,7 @@ class OpenSessions:
         for segment in timeline:
             self._tracker.session_dropped(segment.first_offset)
         for member in members:
-            timeline.place(member, self._timing)
+            place(timeline, member, self._timing)
         for segment in timeline:
             segment.rebound()
             self._tracker.session_opened(key, segment.first_offset)
@@ -129,13 +137,13 @@ class OpenSessions:
 
     def schedule(self, timeline: KeyTimeline) -> None:
         """Make sure the queues fire for the key's next deadline and its next member to fold."""
-        deadline = timeline.next_deadline(self._timing)
+        deadline = next_deadline(timeline, self._timing)
         if deadline is not None and (
             timeline.deadline_due is None or deadline < timeline.deadline_due
         ):
             timeline.deadline_due = deadline
             self._deadlines.add(deadline, timeline.key)
-        first = timeline.first_raw_ts()
+        first = first_raw_ts(timeline)
         if first is not None and (timeline.fold_due is None or first + 1 < timeline.fold_due):
             timeline.fold_due = first + 1
             self._folds.add(first + 1, timeline.key)
@@ -173,7 +181,7 @@ class OpenSessions:
             timeline.deadline_due = None
             if gate is not None and gate.keeps(key):
                 continue  # kept open for a resize (rescheduled by its next change)
-            for segment in timeline.pop_final(line, self._timing):
+            for segment in pop_final(timeline, line, self._timing):
                 final.append((key, segment))
             if timeline:
                 self.schedule(timeline)

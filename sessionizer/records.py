@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from framework.kernel.fragment import Fragment
+from framework.kernel.frozen import slot_writers
 from framework.kernel.watermark import Watermark
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "HookFailure",
     "LateFragment",
     "Record",
+    "finished_session",
     "future_fragment",
     "late_fragment",
     "session_id",
@@ -83,6 +85,39 @@ class FinishedSession:
         if self.truncated:  # only then: ordinary sessions keep their exact JSON
             fixed["truncated"] = True
         return {**self.result, **fixed}
+
+
+(_id, _key, _stream, _first, _last, _first_ts, _last_ts, _fragments, _result, _truncated) = (
+    slot_writers(FinishedSession)
+)
+_new = object.__new__
+
+
+def finished_session(
+    ident: str,
+    key: str,
+    stream: str,
+    first_offset: int,
+    last_offset: int,
+    first_ts: int,
+    last_ts: int,
+    fragments: int,
+    result: dict[str, Any],
+    truncated: bool,
+) -> FinishedSession:
+    """Return `FinishedSession(...)` of these fields, built at half the cost (the engine's)."""
+    session = _new(FinishedSession)
+    _id(session, ident)
+    _key(session, key)
+    _stream(session, stream)
+    _first(session, first_offset)
+    _last(session, last_offset)
+    _first_ts(session, first_ts)
+    _last_ts(session, last_ts)
+    _fragments(session, fragments)
+    _result(session, result)
+    _truncated(session, truncated)
+    return session
 
 
 @dataclass(frozen=True, slots=True)

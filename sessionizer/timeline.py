@@ -33,7 +33,17 @@ from framework.kernel.fragment import Fragment
 from sessionizer.errors import SessionNotOpen
 from sessionizer.processor import Timing
 
-__all__ = ["Failure", "KeyTimeline", "Member", "Segment", "split"]
+__all__ = [
+    "Failure",
+    "KeyTimeline",
+    "Member",
+    "Segment",
+    "first_raw_ts",
+    "next_deadline",
+    "place",
+    "pop_final",
+    "split",
+]
 
 Member: TypeAlias = tuple[int, int, bool, int | None, Fragment]
 """A raw fragment of an open session: (event time, offset, is_end, stream time before
@@ -323,73 +333,6 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
         self.fold_due: int | None = None
         """When the line is above the first raw member (at the latest)."""
 
-    def place(self, member: Member, timing: Timing) -> tuple[list[int], list[Segment]] | None:
-        """Add an on-time member; return the first offsets of the sessions it replaced, and
-        the new sessions (the tracker must know of both).
-
-        None: the member was appended after a raw member, and is no END; then neither
-        the first deadline (it only moves later) nor the next member to fold moved.
-        """
-        # Its offset is the largest yet, so an event time >= the last one sorts it last.
-        if not self or member[0] >= self[-1].last_ts:
-            # The common case: only the last session can change.
-            if self and self[-1].accepts(member, timing):
-                last = self[-1]
-                quiet = bool(last.raw) and not member[2]
-                last.append(member)
-                return None if quiet else ([], [])
-            if self:
-                self.append(Segment(member))
-            else:
-                # A new key's first session (most keys have one): list.__init__ over a sized
-                # iterable allocates exactly one slot, where append allocates four.
-                list.__init__(self, (Segment(member),))
-            return [], [self[-1]]
-        # The last session that starts before it: it may join it, or split it (an END).
-        index = len(self) - 1
-        while index >= 0 and self[index].first_ts > member[0]:
-            index -= 1
-        if index >= 0 and not member[2] and member[0] < self[index].last_ts:
-            self[index].insert_inside(member)
-            return [], []
-        return self._resplit(max(index, 0), index >= 0, member, timing)
-
-    def _resplit(
-        self, index: int, keep: bool, member: Member, timing: Timing
-    ) -> tuple[list[int], list[Segment]]:
-        """Re-split the raw members from `member` on: it may extend, bridge (merge) or split
-        (END) sessions.  `keep`: segment `index` starts before it and keeps its prefix."""
-        old = self[index:]
-        dropped = [segment.first_offset for segment in old]
-        rest = [member]
-        if keep:
-            head = old[0]
-            rest += head.cut(bisect.bisect(head.raw, member))
-            old = old[1:]
-        for segment in old:
-            # Each starts after `member`, which is on time: nothing of it is folded.
-            assert not segment.folded, "a session after an on-time member has folded members"
-            rest += segment.raw
-        added = split(rest, timing, [head] if keep else [])
-        self[index:] = added
-        return dropped, added
-
-    def first_raw_ts(self) -> int | None:
-        """Return the event time of the key's first raw member (the next to fold), if any."""
-        for segment in self:
-            if segment.raw:
-                return segment.raw[0][0]
-        return None
-
-    def pop_final(self, watermark: int, timing: Timing) -> list[Segment]:
-        """Remove and return the leading sessions whose deadline is <= `watermark`."""
-        count = 0
-        while count < len(self) and self[count].deadline(timing) <= watermark:
-            count += 1
-        final = self[:count]
-        del self[:count]
-        return final
-
     def take(self, first_offset: int) -> Segment:
         """Remove and return the open session whose first offset is `first_offset` (truncation)."""
         # The others keep their members and boundaries; their deadlines still never decrease.
@@ -411,10 +354,6 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
                 return segment.opener()[1]
         raise SessionNotOpen(f"key {self.key!r}: no open session starts at offset {first_offset}")
 
-    def next_deadline(self, timing: Timing) -> int | None:
-        """Return the deadline of the first open session, or None if there is none."""
-        return self[0].deadline(timing) if self else None
-
     def export_state(self, dump: Callable[[Any], bytes]) -> list[Any]:
         """The key's open sessions and schedule as msgpack-able data, for a handover."""
         sessions = [segment.export_state(dump) for segment in self]
@@ -428,6 +367,90 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
         timeline.deadline_due, timeline.fold_due = deadline_due, fold_due
         timeline.extend(Segment.restore_state(item, load, key) for item in sessions)
         return timeline
+
+
+# The engine's per-record work on a timeline is in functions, not methods: a list
+# subclass is a Python class even compiled, and a call to its method goes through
+# Python's method lookup and argument parsing, where a compiled function is called
+# directly (benchmarks/HOT_PATH.md, round 8).
+
+
+def place(
+    timeline: KeyTimeline, member: Member, timing: Timing
+) -> tuple[list[int], list[Segment]] | None:
+    """Add an on-time member; return the first offsets of the sessions it replaced, and
+    the new sessions (the tracker must know of both).
+
+    None: the member was appended after a raw member, and is no END; then neither
+    the first deadline (it only moves later) nor the next member to fold moved.
+    """
+    # Its offset is the largest yet, so an event time >= the last one sorts it last.
+    if not timeline or member[0] >= timeline[-1].last_ts:
+        # The common case: only the last session can change.
+        if timeline and timeline[-1].accepts(member, timing):
+            last = timeline[-1]
+            quiet = bool(last.raw) and not member[2]
+            last.append(member)
+            return None if quiet else ([], [])
+        if timeline:
+            timeline.append(Segment(member))
+        else:
+            # A new key's first session (most keys have one): list.__init__ over a sized
+            # iterable allocates exactly one slot, where append allocates four.
+            list.__init__(timeline, (Segment(member),))
+        return [], [timeline[-1]]
+    # The last session that starts before it: it may join it, or split it (an END).
+    index = len(timeline) - 1
+    while index >= 0 and timeline[index].first_ts > member[0]:
+        index -= 1
+    if index >= 0 and not member[2] and member[0] < timeline[index].last_ts:
+        timeline[index].insert_inside(member)
+        return [], []
+    return _resplit(timeline, max(index, 0), index >= 0, member, timing)
+
+
+def _resplit(
+    timeline: KeyTimeline, index: int, keep: bool, member: Member, timing: Timing
+) -> tuple[list[int], list[Segment]]:
+    """Re-split the raw members from `member` on: it may extend, bridge (merge) or split
+    (END) sessions.  `keep`: segment `index` starts before it and keeps its prefix."""
+    old = timeline[index:]
+    dropped = [segment.first_offset for segment in old]
+    rest = [member]
+    if keep:
+        head = old[0]
+        rest += head.cut(bisect.bisect(head.raw, member))
+        old = old[1:]
+    for segment in old:
+        # Each starts after `member`, which is on time: nothing of it is folded.
+        assert not segment.folded, "a session after an on-time member has folded members"
+        rest += segment.raw
+    added = split(rest, timing, [head] if keep else [])
+    timeline[index:] = added
+    return dropped, added
+
+
+def first_raw_ts(timeline: KeyTimeline) -> int | None:
+    """Return the event time of the key's first raw member (the next to fold), if any."""
+    for segment in timeline:
+        if segment.raw:
+            return segment.raw[0][0]
+    return None
+
+
+def pop_final(timeline: KeyTimeline, watermark: int, timing: Timing) -> list[Segment]:
+    """Remove and return the leading sessions whose deadline is <= `watermark`."""
+    count = 0
+    while count < len(timeline) and timeline[count].deadline(timing) <= watermark:
+        count += 1
+    final = timeline[:count]
+    del timeline[:count]
+    return final
+
+
+def next_deadline(timeline: KeyTimeline, timing: Timing) -> int | None:
+    """Return the deadline of the first open session, or None if there is none."""
+    return timeline[0].deadline(timing) if timeline else None
 
 
 def split(
