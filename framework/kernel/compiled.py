@@ -169,7 +169,8 @@ def build_problem(build: Path) -> str | None:
     suffix = _suffix()
     if data.get("suffix") != suffix:
         return f"built for another Python ({data.get('suffix')}, this one loads {suffix})"
-    for module in [*modules, runtime, *data.get("native", ())]:
+    # A native module that is missing only loses its fast path (`_load_native`).
+    for module in [*modules, runtime]:
         if not (build / (module.replace(".", "/") + suffix)).is_file():
             return f"{module}{suffix} is missing from {build}"
     root = source_root()
@@ -199,7 +200,7 @@ def _decide() -> Choice:
         importlib.import_module(data["runtime"])
     except ImportError as exc:
         return Choice(requested, "python", f"the build does not load: {exc}", build_unusable=True)
-    native, native_problem = _load_native(data)
+    native, native_problem = _load_native(build, data)
     reason = f"mypyc build at {build}"
     if native:
         reason += f", native {', '.join(native)}"
@@ -208,15 +209,18 @@ def _decide() -> Choice:
     return Choice(requested, "compiled", reason, tuple(data["modules"]), native=native)
 
 
-def _load_native(manifest: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:
+def _load_native(build: Path, manifest: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:
     """Import the build's native modules: (those that load, why the others are missing).
 
-    One that does not load (a build copied to another machine) leaves its Python code in
-    its place, as a crate that did not build does.
+    One that is missing or does not load (a build copied to another machine) leaves its
+    Python code in its place, as a crate that did not build does.
     """
     loaded: list[str] = []
     problems = [manifest["native_problem"]] if manifest.get("native_problem") else []
     for name in manifest.get("native", ()):
+        if not (build / (name + _suffix())).is_file():
+            problems.append(f"{name} is missing from {build}")
+            continue
         try:
             importlib.import_module(name)
         except ImportError as exc:

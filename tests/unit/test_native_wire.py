@@ -284,3 +284,15 @@ def test_a_native_module_that_does_not_load_leaves_the_python_decoder_in_its_pla
     decided = _decided_with(copy)
     assert decided.startswith("compiled True ('_sessionizer_json',) "), decided
     assert f"native modules missing ({MODULE} does not load: " in decided
+
+
+def test_a_native_module_missing_from_the_build_leaves_the_python_decoder_in_its_place(
+    tmp_path: Path,
+) -> None:
+    # A build copied without one of its files: the mypyc modules still run, as they do
+    # when a native module is there but does not load (it used to run all in Python).
+    copy = _copy_of_the_build(tmp_path)
+    (copy / (MODULE + importlib.machinery.EXTENSION_SUFFIXES[0])).unlink()
+    decided = _decided_with(copy)
+    assert decided.startswith("compiled True ('_sessionizer_json',) "), decided
+    assert f"native modules missing ({MODULE} is missing from {copy})" in decided
