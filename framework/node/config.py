@@ -61,6 +61,10 @@ class NodeConfig:
     """Hand engines over on planned moves (False: none written nor used; every move replays)."""
     dead_letter_warn_share: float = 0.05
     """Warn once per stream when more than this share of its fragments are late or dead letters."""
+    gc_threshold: int | None = 10_000
+    """Allocations between two scans of the young objects by Python's collector (its default
+    is 700), start-up's objects frozen; None: the collector as Python sets it
+    (`framework.node.collector`)."""
 
     def __post_init__(self) -> None:
         if self.processor and ":" not in self.processor:
@@ -96,6 +100,8 @@ class NodeConfig:
             )
         if self.balance_interval <= 0:
             raise ConfigError(f"--balance-interval must be > 0 s, got {self.balance_interval}")
+        if self.gc_threshold is not None and self.gc_threshold < 1:
+            raise ConfigError(f"gc_threshold must be >= 1 or None, got {self.gc_threshold}")
         for name in ("max_poll_records", "max_message_bytes", "max_unsent"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from typing import Final
 import structlog
 
 from framework.kernel import compiled
+from framework.node.collector import tune_collector
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
 
@@ -50,6 +52,10 @@ def run_until_signalled(node: Node) -> int:
         requested=chosen.requested,
         native=list(chosen.native),
         reason=chosen.reason,
+    )
+    tune_collector(config.gc_threshold)
+    log.info(
+        "gc", node=config.node_id, threshold=gc.get_threshold()[0], frozen=gc.get_freeze_count()
     )
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:

@@ -1,0 +1,57 @@
+"""A node runs Python's collector as `NodeConfig.gc_threshold` says: start-up's objects
+frozen and the young generation scanned every `gc_threshold` allocations, or, with None,
+as Python sets it. Each case runs `run_until_signalled` in a child process, so this
+process's collector is left alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.errors import ConfigError
+from framework.node.config import NodeConfig
+
+CONNECTION = ConnectionConfig("localhost:2181", "localhost:9092")
+
+_CHILD = """
+import gc, sys
+from framework.kernel.config import ConnectionConfig
+from framework.node.config import NodeConfig
+from framework.node.runner import run_until_signalled
+
+class Node:  # what run_until_signalled uses of a node
+    def __init__(self, config):
+        self.config = config
+    def run(self):
+        print(gc.get_threshold()[0], gc.get_freeze_count() > 0)
+    def stop(self):
+        pass
+
+threshold = None if sys.argv[1] == "None" else int(sys.argv[1])
+config = NodeConfig(ConnectionConfig("z:1", "k:1"), "m:C", gc_threshold=threshold)
+sys.exit(run_until_signalled(Node(config)))
+"""
+
+
+def _collector_in_a_node(threshold: int | None) -> str:
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(threshold)], capture_output=True, text=True, check=True
+    )
+    return child.stdout.strip().splitlines()[-1]  # after the node's log lines
+
+
+def test_a_node_freezes_start_up_and_scans_young_objects_less_often() -> None:
+    assert NodeConfig(CONNECTION).gc_threshold == 10_000
+    assert _collector_in_a_node(10_000) == "10000 True"
+
+
+def test_without_a_threshold_the_collector_is_pythons() -> None:
+    assert _collector_in_a_node(None) == f"{700} False"
+
+
+def test_a_threshold_below_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="gc_threshold must be >= 1 or None, got 0"):
+        NodeConfig(CONNECTION, gc_threshold=0)
