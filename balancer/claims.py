@@ -160,17 +160,19 @@ def take_each(
     Yields each stream with its lease (None: someone holds it) as its outcome is
     known, in `streams` order. A node starting or taking over many streams waits
     about two round trips, not two per stream, and ZooKeeper writes the claims in
-    one group of log appends. A stream without a state znode yet, or whose epoch
+    one group of log appends. The streams of a fresh app (no state znode yet) have
+    theirs created all at once and read again first: two round trips more, not
+    three per stream. A stream whose state znode vanished meanwhile, or whose epoch
     bump raced a fenced commit, gets the one-at-a-time `take`.
     """
-    reads = [(stream, client.get_async(paths.stream_state(stream))) for stream in streams]
+    read = _read_states(client, paths, streams)
     commits = []
-    for stream, read in reads:
-        try:
-            data, stat = read.get()
-        except NoNodeError:
+    for stream in streams:
+        found = read.get(stream)
+        if found is None:
             commits.append((stream, 0, None))
             continue
+        data, stat = found
         pending = _claim_and_bump(client, paths, stream, consumer_id, session, data, stat)
         commits.append((stream, stat.version + 1, pending))
     for stream, epoch, pending in commits:
@@ -181,6 +183,30 @@ def take_each(
             yield stream, None
         else:
             yield stream, take(client, paths, stream, consumer_id, session)
+
+
+def _read_states(
+    client: KazooClient, paths: AppPaths, streams: Sequence[str]
+) -> dict[str, tuple[bytes, ZnodeStat]]:
+    """Each stream's state znode (data, stat), those missing created empty and read again;
+    a stream whose znode cannot be read after that is left out."""
+    reads = [(stream, client.get_async(paths.stream_state(stream))) for stream in streams]
+    found: dict[str, tuple[bytes, ZnodeStat]] = {}
+    missing = []
+    for stream, pending in reads:
+        try:
+            found[stream] = pending.get()
+        except NoNodeError:
+            missing.append(stream)
+    creates = [(s, client.create_async(paths.stream_state(s), b"")) for s in missing]
+    for _, created in creates:
+        with contextlib.suppress(NodeExistsError):  # another taker created it first
+            created.get()
+    again = [(stream, client.get_async(paths.stream_state(stream))) for stream in missing]
+    for stream, pending in again:
+        with contextlib.suppress(NoNodeError):  # gone again: `take` decides it
+            found[stream] = pending.get()
+    return found
 
 
 def _claim_and_bump(

@@ -172,6 +172,46 @@ def test_stale_owner_cannot_commit_or_release(zk_hosts: str, app: str) -> None:
             client.close()
 
 
+def test_two_sessions_taking_a_fresh_apps_streams_at_once_give_each_one_owner(
+    zk_hosts: str, app: str
+) -> None:
+    """`take_each` creates a fresh app's state znodes all at once: two sessions doing so at
+    the same time still give each stream one owner, whose lease is epoch 1."""
+    paths = AppPaths(app)
+    names = stream_names(app, 16)
+    a, b = KazooClient(hosts=zk_hosts), KazooClient(hosts=zk_hosts)
+    for client in (a, b):
+        client.start(timeout=30)
+    sessions = {"a": a.client_id[0], "b": b.client_id[0]}
+    try:
+        provision_streams(a, paths, names)
+        assert all(a.exists(paths.stream_state(s)) is None for s in names)
+        won: dict[str, dict[str, StreamLease | None]] = {}
+
+        def race(node: str, client: KazooClient, order: list[str]) -> None:
+            won[node] = dict(take_each(client, paths, order, node, sessions[node]))
+
+        racers = [
+            threading.Thread(target=race, args=("a", a, names)),
+            threading.Thread(target=race, args=("b", b, names[::-1])),
+        ]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(timeout=60)
+        assert set(won) == {"a", "b"}
+        for stream in names:
+            owners = [node for node in won if won[node][stream] is not None]
+            assert len(owners) == 1, (stream, owners)
+            lease = won[owners[0]][stream]
+            state = a.exists(paths.stream_state(stream))
+            assert state is not None and lease is not None and lease.epoch == state.version == 1
+    finally:
+        for client in (a, b):
+            client.stop()
+            client.close()
+
+
 def test_pipelined_takes_give_each_stream_one_owner_and_its_epoch(zk_hosts: str, app: str) -> None:
     """`take_each` on fresh streams (no state znode: one at a time), then two sessions racing
     with every take in flight: each stream gets one owner, whose lease is its state version."""
@@ -323,15 +363,12 @@ def test_streams_added_to_the_app_are_taken_at_once_not_at_the_next_resync(
         with capture_logs() as logs:
             a.balancer.start()
             passes = lambda: [e for e in logs if e["event"] == "balance_pass"]  # noqa: E731
-            # At rest: a pass that found all four claims ours (so no claim event is due) and
-            # nothing after it. Only the new streams can start a pass before the resync.
+            # At rest: the four streams taken (at once: a fresh app's takes are pipelined,
+            # so no claim event finds a stream free after them) and no pass due. Only the
+            # new streams can start a pass before the resync.
             pump(
                 [a],
-                lambda: (
-                    passes()
-                    and passes()[-1]["held"] == 4
-                    and a.balancer.state is BalancerState.STABLE
-                ),
+                lambda: len(a.balancer.leases) == 4 and a.balancer.state is BalancerState.STABLE,
                 "a to take the four streams and rest",
             )
             provision_streams(zk, paths, names[4:])
