@@ -11,6 +11,7 @@ member whose log says it holds it, and no committed state ever goes backwards.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,45 @@ def test_stale_owner_cannot_commit_or_release(zk_hosts: str, app: str) -> None:
             client.close()
 
 
+@contextlib.contextmanager
+def _two_sessions(zk_hosts: str) -> Iterator[tuple[KazooClient, KazooClient, dict[str, int]]]:
+    """Two ZooKeeper sessions, "a" and "b", and their session ids; closed after."""
+    a, b = KazooClient(hosts=zk_hosts), KazooClient(hosts=zk_hosts)
+    for client in (a, b):
+        client.start(timeout=30)
+    try:
+        yield a, b, {"a": a.client_id[0], "b": b.client_id[0]}
+    finally:
+        for client in (a, b):
+            client.stop()
+            client.close()
+
+
+def _race_takes(
+    paths: AppPaths, sessions: dict[str, int], takers: dict[str, tuple[KazooClient, list[str]]]
+) -> dict[str, tuple[str, StreamLease]]:
+    """Run every taker's `take_each` at once; return each stream's one owner and its lease."""
+    won: dict[str, dict[str, StreamLease | None]] = {}
+
+    def race(node: str, client: KazooClient, order: list[str]) -> None:
+        won[node] = dict(take_each(client, paths, order, node, sessions[node]))
+
+    racers = [threading.Thread(target=race, args=(n, *taker)) for n, taker in takers.items()]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=60)
+    assert set(won) == set(takers)
+    owners: dict[str, tuple[str, StreamLease]] = {}
+    for stream in next(iter(takers.values()))[1]:
+        holders = [node for node in won if won[node][stream] is not None]
+        assert len(holders) == 1, (stream, holders)
+        lease = won[holders[0]][stream]
+        assert lease is not None
+        owners[stream] = (holders[0], lease)
+    return owners
+
+
 def test_two_sessions_taking_a_fresh_apps_streams_at_once_give_each_one_owner(
     zk_hosts: str, app: str
 ) -> None:
@@ -179,49 +219,21 @@ def test_two_sessions_taking_a_fresh_apps_streams_at_once_give_each_one_owner(
     the same time still give each stream one owner, whose lease is epoch 1."""
     paths = AppPaths(app)
     names = stream_names(app, 16)
-    a, b = KazooClient(hosts=zk_hosts), KazooClient(hosts=zk_hosts)
-    for client in (a, b):
-        client.start(timeout=30)
-    sessions = {"a": a.client_id[0], "b": b.client_id[0]}
-    try:
+    with _two_sessions(zk_hosts) as (a, b, sessions):
         provision_streams(a, paths, names)
         assert all(a.exists(paths.stream_state(s)) is None for s in names)
-        won: dict[str, dict[str, StreamLease | None]] = {}
-
-        def race(node: str, client: KazooClient, order: list[str]) -> None:
-            won[node] = dict(take_each(client, paths, order, node, sessions[node]))
-
-        racers = [
-            threading.Thread(target=race, args=("a", a, names)),
-            threading.Thread(target=race, args=("b", b, names[::-1])),
-        ]
-        for racer in racers:
-            racer.start()
-        for racer in racers:
-            racer.join(timeout=60)
-        assert set(won) == {"a", "b"}
-        for stream in names:
-            owners = [node for node in won if won[node][stream] is not None]
-            assert len(owners) == 1, (stream, owners)
-            lease = won[owners[0]][stream]
+        owners = _race_takes(paths, sessions, {"a": (a, names), "b": (b, names[::-1])})
+        for stream, (_, lease) in owners.items():
             state = a.exists(paths.stream_state(stream))
-            assert state is not None and lease is not None and lease.epoch == state.version == 1
-    finally:
-        for client in (a, b):
-            client.stop()
-            client.close()
+            assert state is not None and lease.epoch == state.version == 1
 
 
 def test_pipelined_takes_give_each_stream_one_owner_and_its_epoch(zk_hosts: str, app: str) -> None:
-    """`take_each` on fresh streams (no state znode: one at a time), then two sessions racing
-    with every take in flight: each stream gets one owner, whose lease is its state version."""
+    """`take_each` on fresh streams, then two sessions racing with every take in flight:
+    each stream gets one owner, whose lease is its state version."""
     paths = AppPaths(app)
     names = stream_names(app, 24)
-    a, b = KazooClient(hosts=zk_hosts), KazooClient(hosts=zk_hosts)
-    for client in (a, b):
-        client.start(timeout=30)
-    sessions = {"a": a.client_id[0], "b": b.client_id[0]}
-    try:
+    with _two_sessions(zk_hosts) as (a, b, sessions):
         provision_streams(a, paths, names)
         first = dict(take_each(a, paths, names[:4], "a", sessions["a"]))
         second = dict(take_each(b, paths, names, "b", sessions["b"]))
@@ -230,30 +242,13 @@ def test_pipelined_takes_give_each_stream_one_owner_and_its_epoch(zk_hosts: str,
         assert release(a, paths, names[:4], sessions["a"]) == names[:4]
         assert sorted(release(b, paths, names[4:], sessions["b"])) == sorted(names[4:])
 
-        won: dict[str, dict[str, StreamLease | None]] = {}
-
-        def race(node: str, client: KazooClient) -> None:
-            won[node] = dict(take_each(client, paths, names[::-1], node, sessions[node]))
-
-        racers = [threading.Thread(target=race, args=pair) for pair in (("a", a), ("b", b))]
-        for racer in racers:
-            racer.start()
-        for racer in racers:
-            racer.join(timeout=60)
-        assert set(won) == {"a", "b"}
-        for stream in names:
-            owners = [node for node in won if won[node][stream] is not None]
-            assert len(owners) == 1, (stream, owners)
-            lease = won[owners[0]][stream]
+        owners = _race_takes(paths, sessions, {"a": (a, names[::-1]), "b": (b, names[::-1])})
+        for stream, (owner, lease) in owners.items():
             claim = a.exists(paths.claim(stream))
             state = a.exists(paths.stream_state(stream))
-            assert claim is not None and claim.ephemeralOwner == sessions[owners[0]]
-            assert state is not None and lease is not None and lease.epoch == state.version
+            assert claim is not None and claim.ephemeralOwner == sessions[owner]
+            assert state is not None and lease.epoch == state.version
             assert lease.epoch == 2  # one bump per take that won: the fresh one, then this one
-    finally:
-        for client in (a, b):
-            client.stop()
-            client.close()
 
 
 class Recorder(NoopListener):
