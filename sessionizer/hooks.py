@@ -150,7 +150,8 @@ def keeps_default(processor: StreamProcessor[Any], hook: str) -> bool:
     what most processors keep; not calling them saves two Python calls per fragment.
     """
     own = getattr(processor, "__dict__", {})
-    return hook not in own and getattr(type(processor), hook) is getattr(StreamProcessor, hook)
+    default = getattr(StreamProcessor, hook)
+    return hook not in own and getattr(type(processor), hook, None) is default
 
 
 def timestamp(processor: StreamProcessor[Any], fragment: Fragment) -> int:

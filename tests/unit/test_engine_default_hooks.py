@@ -128,6 +128,13 @@ def test_a_hook_set_on_the_instance_is_called() -> None:
     assert session.first_ts == 1001
 
 
+def test_a_processor_without_the_hook_is_not_taken_to_keep_the_default() -> None:
+    class Duck:  # not a StreamProcessor: calling its missing hook fails, as it always did
+        pass
+
+    assert not keeps_default(Duck(), "timestamp")  # type: ignore[arg-type]
+
+
 def test_close_may_return_any_mapping() -> None:
     class ProxyClose(Defaults):
         def close(self, key: str, session: list[int]) -> Any:
