@@ -5,8 +5,8 @@
 
 `make install` runs it (docs/nodes.md, "The compiled hot path"); 15-25 s of CPU.
 It compiles `framework.kernel.compiled.MODULES` (the session engine, its due queues,
-the key timelines, the hook glue and the safe-offset tracker) with mypyc (from the
-`test` extra) into C extension modules of the same names under `--out`, outside the
+the key timelines and their sessions, the hook glue and the safe-offset tracker) with
+mypyc (from the `test` extra) into C extension modules of the same names under `--out`, outside the
 source packages: the `.py` files stay what runs by default, and
 `framework.kernel.compiled` puts the build first on the packages' `__path__` only in
 a process started with `SESSIONIZER_HOT_PATH=compiled`.

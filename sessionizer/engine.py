@@ -56,7 +56,7 @@ from sessionizer.records import (
     late_fragment,
     session_id,
 )
-from sessionizer.timeline import Member, Segment
+from sessionizer.segment import Member, Segment
 from state.record import StreamState, ignore_entry
 from state.tracker import IGNORE_LIST_BUDGET_BYTES, SafeOffsetTracker
 

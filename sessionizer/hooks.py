@@ -18,7 +18,8 @@ from framework.kernel.limits import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS
 from sessionizer.errors import HookError
 from sessionizer.processor import StreamProcessor
 from sessionizer.records import FoldedHookFailure, HookFailure
-from sessionizer.timeline import Failure, KeyTimeline, Member, Segment
+from sessionizer.segment import Failure, Member, Segment
+from sessionizer.timeline import KeyTimeline
 
 __all__ = [
     "HookFailed",

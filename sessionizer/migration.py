@@ -32,8 +32,8 @@ import msgpack
 from framework.kernel.fragment import Fragment
 from sessionizer.errors import SessionError
 from sessionizer.processor import StreamProcessor
+from sessionizer.segment import Failure, Member, Segment
 from sessionizer.session_bytes import session_dumper
-from sessionizer.timeline import Failure, Member, Segment
 
 __all__ = [
     "HELD",

@@ -22,15 +22,8 @@ from sessionizer import hooks
 from sessionizer.due_queue import DueQueue
 from sessionizer.migration import KeyGate
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.timeline import (
-    KeyTimeline,
-    Member,
-    Segment,
-    first_raw_ts,
-    next_deadline,
-    place,
-    pop_final,
-)
+from sessionizer.segment import Member, Segment
+from sessionizer.timeline import KeyTimeline, first_raw_ts, next_deadline, place, pop_final
 from state.tracker import SafeOffsetTracker
 
 __all__ = ["OpenSessions"]

@@ -70,6 +70,7 @@ MODULES: Final = (
     "sessionizer.open_sessions",
     "sessionizer.due_queue",
     "sessionizer.timeline",
+    "sessionizer.segment",
     "sessionizer.hooks",
     "sessionizer.declarative_conditions",
     "sessionizer.declarative_folds",

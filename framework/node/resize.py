@@ -45,7 +45,7 @@ from router.resize_wire import (
 from sessionizer.engine import SessionEngine
 from sessionizer.migration import PLACE, Admission, Origin
 from sessionizer.records import EngineOutput
-from sessionizer.timeline import Segment
+from sessionizer.segment import Segment
 
 __all__ = ["Outgoing", "ResizeGate", "StreamResize", "app_of"]
 

@@ -30,7 +30,7 @@ from sessionizer.migration import (
     session_codec,
 )
 from sessionizer.records import EngineOutput, LateFragment
-from sessionizer.timeline import Segment
+from sessionizer.segment import Segment
 
 __all__ = ["ForwardFilter", "TargetCounts", "TargetRole"]
 

@@ -25,7 +25,8 @@ from sessionizer.handover import (
     restore_engine,
 )
 from sessionizer.open_sessions import OpenSessions
-from sessionizer.timeline import KeyTimeline, Segment
+from sessionizer.segment import Segment
+from sessionizer.timeline import KeyTimeline
 from state.record import StreamState
 from state.tracker import SafeOffsetTracker
 

@@ -19,7 +19,7 @@ from sessionizer.migration import (
     session_codec,
 )
 from sessionizer.records import FinishedSession
-from sessionizer.timeline import Segment
+from sessionizer.segment import Segment
 
 OLD, NEW = "app.stream.0001", "app.stream.0004"
 
