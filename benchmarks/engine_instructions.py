@@ -1,0 +1,143 @@
+"""Instructions per fragment of the compiled engine, counted by valgrind, against other checkouts.
+
+    .venv/bin/python -m benchmarks.engine_instructions [--fragments 5000]
+        [--processor web|noop] [--against DIR ...]
+
+Wall and CPU times on a shared 2-core machine move by up to 40 % between runs of the
+same code (benchmarks/HOT_PATH.md, round 8), more than most changes to the engine.
+Instruction counts do not: each tree (this one, then every `--against` checkout with
+its own `build/compiled`, e.g. a `git worktree` of an older commit) runs
+`benchmarks.engine_throughput`'s apache plan once through `SessionEngine.process`
+under `valgrind --tool=callgrind`, counting only inside the compiled `process`
+(`--toggle-collect`), so start-up, parsing and imports do not count and the same
+tree counts the same to the instruction.  `web` is `WebSessions` (the user's hooks
+included), `noop` hooks that do nothing (the engine alone).
+
+Needs valgrind and a usable compiled build in every tree (`deploy/build_compiled.py`);
+a tree without one is refused, not counted on the Python path.  Each tree runs its
+own code: `cwd` and `PYTHONPATH` are the tree, the interpreter is this one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import print_table, progress, write_json
+
+__all__ = ["child_command", "child_env", "count", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+SYMBOL = "CPyPy_engine___SessionEngine___process"
+"""The compiled `SessionEngine.process` as Python calls it: what is counted."""
+
+
+# Runs in the tree under test, as `python -c`: an older checkout has no module of this.
+_CHILD = """
+import sys
+from benchmarks import engine_throughput as plans
+from benchmarks.engine_memory import current_engines
+from framework.kernel import compiled
+from sessionizer.examples import WebSessions
+
+fragments, processor = int(sys.argv[1]), sys.argv[2]
+choice = compiled.choice()
+if choice.path != "compiled":
+    sys.exit(f"no usable compiled build ({choice.reason})")
+engines = current_engines()
+records = plans._records(plans._plan(plans._parsed()[1], fragments), engines)
+make = WebSessions if processor == "web" else plans.NoOpSessions
+plans._run(engines, records, make, "engine")
+"""
+
+
+def _commit(tree: Path) -> str:
+    described = subprocess.run(
+        ["git", "-C", str(tree), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return described.stdout.strip() or "?"
+
+
+def child_command(fragments: int, processor: str) -> list[str]:
+    """The counted run: one pass of the plan, in the tree it is started in."""
+    return [sys.executable, "-c", _CHILD, str(fragments), processor]
+
+
+def child_env(tree: Path) -> dict[str, str]:
+    """The counted run's environment: the tree's own code, on its compiled build."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "PYTHONHASHSEED": "0",
+        "SESSIONIZER_HOT_PATH": "compiled",
+    }
+
+
+def count(tree: Path, fragments: int, processor: str) -> int:
+    """Instructions inside the compiled `process` for one pass over `fragments`."""
+    with tempfile.TemporaryDirectory(prefix="engine-instructions-") as scratch:
+        out = Path(scratch) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            f"--toggle-collect={SYMBOL}",
+            f"--callgrind-out-file={out}",
+            *child_command(fragments, processor),
+        ]
+        run = subprocess.run(
+            command, cwd=tree, env=child_env(tree), capture_output=True, text=True, check=False
+        )
+        if run.returncode != 0:
+            tail = "\n".join(run.stderr.strip().splitlines()[-5:])
+            raise SystemExit(f"{tree}: the counted run failed ({run.returncode}):\n{tail}")
+        for line in out.read_text().splitlines():
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    raise SystemExit(f"{tree}: callgrind wrote no totals")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Count every tree, print the table, write engine_instructions.json."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--fragments", type=int, default=5_000)
+    parser.add_argument("--processor", choices=["web", "noop"], default="web")
+    parser.add_argument("--against", nargs="*", default=[], help="other checkouts to count")
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    rows = []
+    trees = [ROOT, *(Path(tree).resolve() for tree in args.against)]
+    for tree in trees:
+        progress(f"counting {tree} ({args.fragments:,} fragments, {args.processor})...")
+        total = count(tree, args.fragments, args.processor)
+        rows.append(
+            {
+                "tree": str(tree),
+                "commit": _commit(tree),
+                "processor": args.processor,
+                "instructions_per_fragment": total // args.fragments,
+            }
+        )
+    for row in rows:
+        row["vs_this_tree"] = (
+            row["instructions_per_fragment"] / rows[0]["instructions_per_fragment"]
+        )
+    columns = ["tree", "commit", "processor", "instructions_per_fragment", "vs_this_tree"]
+    print_table(rows, columns)
+    payload = {"fragments": args.fragments, "rows": rows}
+    progress(f"results written to {write_json('engine_instructions', payload)}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""`benchmarks.engine_instructions` counts the compiled engine, and only the compiled one."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from benchmarks.engine_instructions import ROOT, child_command, child_env
+from framework.kernel import compiled
+from framework.testing.hot_path_runs import require_compiled
+
+
+def _child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        child_command(60, "noop"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_counted_run_passes_the_plan_through_the_compiled_engine() -> None:
+    # The script runs in other checkouts too: it must keep to engine_throughput's plan.
+    run = _child(child_env(ROOT))
+    if "no usable compiled build" in run.stderr:
+        require_compiled(run.stderr.strip())
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_tree_without_a_compiled_build_is_refused_not_counted_on_python(
+    tmp_path: Path,
+) -> None:
+    env = {**child_env(ROOT), compiled.DIR_ENV: str(tmp_path / "no-build")}
+    run = _child(env)
+    assert run.returncode != 0
+    assert "no usable compiled build" in run.stderr
