@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,7 @@ __all__ = [
     "print_table",
     "progress",
     "servers",
+    "tree_commit",
     "write_json",
 ]
 
@@ -76,6 +78,27 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
     }
+
+
+def tree_commit(tree: Path) -> str:
+    """The checkout's short commit, and whether it has uncommitted changes (else git's message)."""
+
+    def first_line(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(tree), *args],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+        return ((done.stdout or done.stderr).strip().splitlines() or ["?"])[0]
+
+    commit = first_line("rev-parse", "--short", "HEAD")
+    dirty = first_line("status", "--porcelain") != "?"
+    return commit + (" (with uncommitted changes)" if dirty else "")
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:

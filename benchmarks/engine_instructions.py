@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import print_table, progress, write_json
+from benchmarks.common import print_table, progress, tree_commit, write_json
 
 __all__ = ["child_command", "child_env", "count", "main"]
 
@@ -60,16 +60,6 @@ gc.collect()
 gc.disable()  # when the collector runs depends on the heap's history, not on the engine
 plans._run(engines, records, make, "engine")
 """
-
-
-def _commit(tree: Path) -> str:
-    described = subprocess.run(
-        ["git", "-C", str(tree), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return described.stdout.strip() or "?"
 
 
 def child_command(fragments: int, processor: str) -> list[str]:
@@ -128,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append(
             {
                 "tree": str(tree),
-                "commit": _commit(tree),
+                "commit": tree_commit(tree),
                 "processor": args.processor,
                 "instructions_per_fragment": total // args.fragments,
             }

@@ -69,7 +69,7 @@ from benchmarks import (
     skew,
     zookeeper_commits,
 )
-from benchmarks.common import OUT_ENV, out_dir, progress, write_json
+from benchmarks.common import OUT_ENV, out_dir, progress, tree_commit, write_json
 from benchmarks.measure import bench_cluster, load_average
 from benchmarks.report import RESULTS, SCENARIOS, load_payloads, render
 from benchmarks.tables import show
@@ -197,11 +197,7 @@ def _versions() -> dict[str, str]:
     for name, label in (("kafka", "Kafka Streams (peer)"), ("flink", "Flink (peer)")):
         found = re.search(rf"<{name}\.version>([^<]+)<", jvm)
         versions[label] = found.group(1) if found else "?"
-    commit = _first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
-    dirty = _first_line(["git", "-C", str(ROOT), "status", "--porcelain"])
-    versions["sessionizer commit"] = commit + (
-        " (with uncommitted changes)" if dirty != "?" else ""
-    )
+    versions["sessionizer commit"] = tree_commit(ROOT)
     return versions
 
 
