@@ -71,7 +71,8 @@ class MalformedLine(RouterError):
 
 
 class FormatError(RouterError, ConfigError):
-    """An input format (`--format NAME` or `MODULE:NAME`) cannot be found or loaded."""
+    """An input format (`--format NAME` or `MODULE:NAME`) cannot be found, loaded or set up
+    as asked (`--time-unit` for a format without one)."""
 
 
 class UndecodableRecord(RouterError):

@@ -19,10 +19,18 @@ from pathlib import Path
 
 from router.errors import FormatError, MalformedLine
 from router.format_registry import Format, FormatSpec, LineParser, load_format
+from router.formats_jsonl import JsonlFormat, TimeUnit
 from router.formats_sshd import SshdFormat, log_year
 from router.fragment import ParsedFragment
 
-__all__ = ["line_parser", "parse_file", "parse_line", "syslog_year", "with_year"]
+__all__ = [
+    "line_parser",
+    "parse_file",
+    "parse_line",
+    "syslog_year",
+    "with_time_unit",
+    "with_year",
+]
 
 
 def with_year(fmt: Format, year: int | None) -> Format:
@@ -34,6 +42,22 @@ def with_year(fmt: Format, year: int | None) -> Format:
     if year is None or not isinstance(fmt, SshdFormat):
         return fmt
     return dataclasses.replace(fmt, year=year)
+
+
+def with_time_unit(fmt: Format, unit: TimeUnit | None) -> Format:
+    """`fmt` reading numeric times in `unit`; only the built-in `jsonl` has a unit.
+
+    None keeps `fmt` as it is; for any other format a unit is a `FormatError` (a
+    `--time-unit` that would silently do nothing).
+    """
+    if unit is None:
+        return fmt
+    if not isinstance(fmt, JsonlFormat):
+        raise FormatError(
+            f"--time-unit applies to the built-in jsonl format only, not {fmt.name!r} "
+            "(a format of your own reads its times itself)"
+        )
+    return dataclasses.replace(fmt, time_unit=unit)
 
 
 def line_parser(fmt: FormatSpec, *, year: int | None = None) -> LineParser:

@@ -141,7 +141,8 @@ def _warn_near_epoch(line: int, timestamp_ms: int) -> None:
         timestamp_ms=timestamp_ms,
         time=moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
         note="event times are epoch milliseconds; a time in 1970 usually means the input "
-        "gives seconds: multiply them by 1000 (jsonl: or write ISO-8601); sent as they are",
+        "gives seconds: multiply them by 1000 (jsonl: --time-unit s, or ISO-8601); sent as "
+        "they are",
     )
 
 

@@ -15,7 +15,8 @@ from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import app_client
 from router.format_registry import FORMATS, load_format
-from router.formats import syslog_year
+from router.formats import syslog_year, with_time_unit
+from router.formats_jsonl import TIME_UNITS
 from router.formats_sshd import DEFAULT_SYSLOG_YEAR
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
@@ -55,6 +56,13 @@ def _produce_options(produce: argparse.ArgumentParser) -> None:
         help="year of the first syslog (sshd) line, which carries none; a Dec -> Jan step "
         "starts the next [env: SESSIONIZER_LOG_YEAR] (default: from FILE's modification "
         f"time; {DEFAULT_SYSLOG_YEAR} for standard input)",
+    )
+    produce.add_argument(
+        "--time-unit",
+        choices=TIME_UNITS,
+        default=None,
+        help='jsonl: the unit of a numeric "ts": ms (epoch milliseconds, the default) or s '
+        "(epoch seconds, fractions rounded to the millisecond)",
     )
     _shared_options(produce)
 
@@ -156,7 +164,8 @@ def _open_input(name: str) -> Iterator[TextIO]:
 def run_produce(args: argparse.Namespace) -> int:
     """Parse FILE and send every fragment; malformed lines are counted, not fatal."""
     connection = connection_from_args(args)
-    fmt = load_format(args.format)  # a bad --format fails before the cluster is touched
+    # A bad --format (or a --time-unit it has no use for) fails before the cluster is touched.
+    fmt = with_time_unit(load_format(args.format), args.time_unit)
     with _open_input(args.file) as lines, _producer(connection, args) as producer:
         stats = produce_lines(
             producer,

@@ -10,8 +10,9 @@ import pytest
 
 from router import DEFAULT_SYSLOG_YEAR, FORMATS, ParsedFragment
 from router.errors import BUILTIN_REASONS, FormatError, MalformedLine
-from router.format_registry import BuiltinFormat
-from router.formats import parse_file, parse_line
+from router.format_registry import BuiltinFormat, load_format
+from router.formats import parse_file, parse_line, with_time_unit
+from router.formats_jsonl import JsonlFormat
 
 # The shared sample logs are read in place (a user's clone does not have them).
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -285,6 +286,42 @@ def test_jsonl_key_and_other_fields() -> None:
 )
 def test_jsonl_reasons(line: str, expected: str) -> None:
     assert reason("jsonl", line) == expected
+
+
+@pytest.mark.parametrize(
+    ("ts", "expected"),
+    [
+        ("1704067200", 1_704_067_200_000),
+        ("1704067200.123", 1_704_067_200_123),
+        ("1704067200.1235", 1_704_067_200_124),  # rounded to the millisecond, by every producer
+        ("0", 0),
+        ('"2024-01-01T00:00:00Z"', ms(2024, 1, 1)),  # a string says its own unit
+    ],
+)
+def test_jsonl_times_in_seconds(ts: str, expected: int) -> None:
+    seconds = JsonlFormat(time_unit="s")
+    assert seconds.parse(f'{{"key": "k", "ts": {ts}}}').timestamp_ms == expected
+
+
+@pytest.mark.parametrize(
+    "ts", ["-1", "-0.5", "true", "1e300", "9223372036854776", '"yesterday"']
+)  # fmt: skip
+def test_jsonl_seconds_out_of_range_or_not_times_are_rejected_as_lines(ts: str) -> None:
+    with pytest.raises(MalformedLine) as caught:
+        JsonlFormat(time_unit="s").parse(f'{{"key": "k", "ts": {ts}}}')
+    assert caught.value.reason == "bad-timestamp"
+
+
+def test_a_float_of_milliseconds_names_the_unit_that_takes_fractions() -> None:
+    with pytest.raises(MalformedLine, match="--time-unit s"):
+        parse_line("jsonl", '{"key": "k", "ts": 1704067200.5}')
+
+
+def test_a_time_unit_for_a_format_without_one_is_refused_not_ignored() -> None:
+    assert with_time_unit(load_format("jsonl"), "s") == JsonlFormat(time_unit="s")
+    assert with_time_unit(load_format("apache"), None) == load_format("apache")
+    with pytest.raises(FormatError, match="jsonl format only, not 'apache'"):
+        with_time_unit(load_format("apache"), "s")
 
 
 # -- the dispatcher -------------------------------------------------------------------
