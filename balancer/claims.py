@@ -27,6 +27,7 @@ from framework.kernel.safe_json import loads_object
 from framework.kernel.zookeeper import ensure_app
 
 __all__ = [
+    "MEMBER_FIELDS",
     "claim_slot",
     "decode",
     "delete_if_ours",
@@ -59,14 +60,14 @@ def decode(data: bytes | None) -> dict[str, Any]:
     return {} if value is None else value
 
 
+MEMBER_FIELDS = ("host", "pid", "started", "capacity")
+"""What every membership znode says of its member (`member_info`)."""
+
+
 def member_info(capacity: int | None) -> dict[str, Any]:
     """The data of a membership znode."""
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "started": round(time.time(), 3),
-        "capacity": capacity,
-    }
+    values = (socket.gethostname(), os.getpid(), round(time.time(), 3), capacity)
+    return dict(zip(MEMBER_FIELDS, values, strict=True))
 
 
 def ensure_layout(client: KazooClient, paths: AppPaths) -> None:

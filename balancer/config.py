@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from balancer.claims import MEMBER_FIELDS
 from balancer.fencing import StreamLease
 from balancer.load_plan import LoadPolicy
 from framework.kernel.client_settings import parse_zk_auth
@@ -60,6 +61,9 @@ class BalancerConfig:
     # the membership znode, and a member that finds another with a different value
     # leaves at its join (`MembersDisagree`).
     agreed: Mapping[str, str] = field(default_factory=dict)
+    # What this member says about itself for `status` (a node's hot path): announced in
+    # the membership znode too, but members may differ.
+    announced: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.zk_hosts:
@@ -74,6 +78,12 @@ class BalancerConfig:
             raise ConfigError(f"balancer capacity must be >= 1, got {self.capacity}")
         if self.zk_auth is not None:
             parse_zk_auth(self.zk_auth)
+        taken = {*MEMBER_FIELDS, "balance", *self.agreed}.intersection(self.announced)
+        if taken:
+            raise ConfigError(
+                f"node {self.consumer_id}: announced {sorted(taken)} would overwrite a "
+                "field of the membership znode; give them other names"
+            )
         if self.balance not in BALANCE_POLICIES:
             raise ConfigError(f"--balance must be count or load, got {self.balance!r}")
         try:

@@ -67,6 +67,7 @@ class Holdings:
         info = {
             **claims.member_info(self.config.capacity),
             "balance": self.config.balance,
+            **self.config.announced,
             **self.config.agreed,
         }
         if not claims.join(self.client, self.paths, self.node, info, session):

@@ -14,10 +14,11 @@ new ones: 0 after a handover) and `"handover"` (whether that resume used one),
 as its owner noted them on `active_streams/<stream>` (None before any);
 `sessionizer status` adds at the top level (`load_summary`) `"balance"` (the
 policy the members run: `"count"`, `"load"`, or both joined by `+` while they
-disagree), `"settings"`: every other setting the members announce as one the app
-must share (`BalancerConfig.agreed`; the node's `"delivery"`), each member's value,
-joined by `+` where they differ, and `"node_loads"`: each member's load, its streams' loads summed
-with an unpublished one counted as the mean
+disagree), `"settings"`: every other setting the members announce, those the app
+must share (`BalancerConfig.agreed`; the node's `"delivery"`) and those each member
+says of itself (`BalancerConfig.announced`; the node's `"hot_path"`), each member's
+value, joined by `+` where they differ, and `"node_loads"`: each member's load, its
+streams' loads summed with an unpublished one counted as the mean
 (`balancer.load_plan.effective_loads`); empty before any load is published.
 `format_table` renders all this for people: by default in `TABLE_WIDTH`
 columns (stream, owner, `stream_lag`, open sessions, dead letters when they
@@ -102,17 +103,21 @@ def snapshot(
 
 
 def load_summary(
-    client: KazooClient, paths: AppPaths, status: Mapping[str, Any], agreed: Sequence[str] = ()
+    client: KazooClient,
+    paths: AppPaths,
+    status: Mapping[str, Any],
+    agreed: Sequence[str] = (),
+    announced: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """`balance` (the members' policies), `settings` (the `agreed` settings they announce)
-    and `node_loads` for a `snapshot` (`status` adds them)."""
+    """`balance` (the members' policies), `settings` (the `agreed` and `announced`
+    settings in their membership znodes) and `node_loads` for a `snapshot`."""
     members = [c["id"] for c in status["consumers"]]
     by_member = {c["id"]: c["streams"] for c in status["consumers"]}
     healthy = [row["name"] for row in status["streams"] if row.get("corrupt") is None]
     rates = {row["name"]: row["load"] for row in status["streams"] if row.get("load") is not None}
-    announced = _announced(client, paths, members, ("balance", *agreed))
-    policies = {value or "count" for value in announced.pop("balance")}  # none: the default
-    settings = {name: sorted(v for v in values if v) for name, values in announced.items()}
+    announced_by = _announced(client, paths, members, ("balance", *agreed, *announced))
+    policies = {value or "count" for value in announced_by.pop("balance")}  # none: the default
+    settings = {name: sorted(v for v in values if v) for name, values in announced_by.items()}
     return {
         "balance": "+".join(sorted(policies)) or None,
         "settings": {name: "+".join(values) for name, values in settings.items() if values},

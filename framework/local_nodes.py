@@ -9,7 +9,7 @@ group has processed everything written so far.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -63,13 +63,21 @@ class NodeGroup(ProcessGroup):
         """The nodes started so far, by id."""
         return self.members
 
-    def start(self, node: str, *extra: str, netns: str | None = None) -> MemberProcess:
-        """Spawn node `node` (extra CLI flags may follow), inside network namespace `netns`.
+    def start(
+        self,
+        node: str,
+        *extra: str,
+        netns: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> MemberProcess:
+        """Spawn node `node` (extra CLI flags may follow), inside network namespace `netns`,
+        with `env` added to its environment (e.g. `SESSIONIZER_HOT_PATH`).
 
         With `netns` the node runs as `ip netns exec NETNS sessionizer node ...`
         (`ip` execs the node, so signals reach it directly).
         """
-        return self.spawn(node, self.command(node, *extra, netns=netns), log_stderr=True)
+        command = self.command(node, *extra, netns=netns)
+        return self.spawn(node, command, log_stderr=True, env=env)
 
     def command(self, node: str, *extra: str, netns: str | None = None) -> list[str]:
         """The command line `start` runs for node `node`."""

@@ -10,7 +10,7 @@ was created without --zk-auth: anyone may read and write its znodes) or the
 scheme its znodes are protected with (`"digest"`), from the app root's ACL; the
 table says so on its second line. Each stream row has its published `load` and
 `busy` and its `lag`, and the top level adds `balance` (the members' policy),
-`settings` (what else the members announce they run: `delivery`),
+`settings` (what else the members announce they run: `delivery`, `hot_path`),
 `node_loads` (each member's summed load) (`balancer.status.load_summary`) and
 `errors`: what could not be read, one line each.
 
@@ -47,7 +47,7 @@ from framework.commands.options import connection_from_args
 from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.zookeeper import app_client, root_acl_kind
-from framework.node.config import AGREED
+from framework.node.config import AGREED, ANNOUNCED
 from framework.node.resize_link import resize_line, resize_progress
 from framework.progress import state_columns
 from router.registry import streams_for
@@ -122,7 +122,7 @@ class StatusReader:
         paths = self._connection.paths
         status = snapshot(self._client, paths, columns=self._columns)
         status.update(
-            load_summary(self._client, paths, status, agreed=AGREED),
+            load_summary(self._client, paths, status, agreed=AGREED, announced=ANNOUNCED),
             auth=root_acl_kind(self._client, paths),
         )
         for row in status["streams"]:

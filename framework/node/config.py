@@ -8,17 +8,35 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from balancer.config import BALANCE_POLICIES, BalancePolicy
+from framework.kernel import compiled
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["AGREED", "DELIVERIES", "Delivery", "NodeConfig", "default_node_id"]
+__all__ = [
+    "AGREED",
+    "ANNOUNCED",
+    "DELIVERIES",
+    "Delivery",
+    "NodeConfig",
+    "announced_settings",
+    "default_node_id",
+]
 
 Delivery = Literal["at-least-once", "at-most-once", "exactly-once"]
 DELIVERIES: tuple[Delivery, ...] = ("at-least-once", "at-most-once", "exactly-once")
 AGREED = ("delivery",)
 """The settings every node of an app must share: each announces them in its membership
 znode (the balancer's `agreed`), one that differs is refused, `status` shows them."""
+ANNOUNCED = ("hot_path",)
+"""What each node says of itself in its membership znode (the balancer's `announced`) for
+`status` to show; nodes may differ (both hot paths write the same bytes)."""
+
+
+def announced_settings() -> dict[str, str]:
+    """This process's values of the `ANNOUNCED` settings: the hot path it runs (a node whose
+    compiled build is stale runs Python, and `status` shows `compiled+python`)."""
+    return {"hot_path": compiled.choice().path}
 
 
 def default_node_id() -> str:

@@ -19,7 +19,7 @@ from balancer.config import BalancerConfig, BalancerListener
 from framework.kafka.errors import ClientError
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import zookeeper_client
-from framework.node.config import NodeConfig
+from framework.node.config import NodeConfig, announced_settings
 from framework.node.errors import NodeError
 from framework.node.exactly_once import exactly_once_parts
 from framework.node.kafka_source import KafkaRecordSource
@@ -104,6 +104,7 @@ def connect_parts(config: NodeConfig) -> Iterator[NodeParts]:
             load_tolerance=config.balance_tolerance,
             load_interval=config.balance_interval,
             agreed=config.agreed,  # docs/exactly-once.md, "CLI and configuration"
+            announced=announced_settings(),
         )
 
         def coordinator(listener: BalancerListener) -> Coordinator:

@@ -67,7 +67,8 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
                 at += 300
                 for name in ("n1", "n2"):
                     group.nodes[name].send(signal.SIGCONT)
-                group.start("n3", *flags)
+                # A fleet may mix hot paths (both write the same bytes); status shows it.
+                group.start("n3", *flags, env={"SESSIONIZER_HOT_PATH": "python"})
                 # While the streams migrate: kill -9 n1.
                 group.nodes["n1"].send(signal.SIGKILL)
                 produce_fragments(producer, fragments[at:], end_of_input=True)
@@ -80,6 +81,7 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
         )
         code, table, _err = cli("status", **conn)
         settings = cli_json("status", "--json", **conn)["settings"]
+        (n2_path,) = [e["path"] for e in group.nodes["n2"].events("hot_path")]
         barriers = [e for n in group.nodes for e in group.nodes[n].events("resize_barrier")]
         settled_streams = {
             e["stream"] for n in group.nodes for e in group.nodes[n].events("resize_settled")
@@ -102,7 +104,9 @@ def test_a_resize_from_8_to_12_streams_with_a_node_killed_keeps_the_output_exact
     assert progress is not None and progress["sessions_moved"] > 0 and progress["held"] == 0
     assert progress["held_total"] > 0  # the new streams held back moved keys' fragments
     assert code == 0 and "resize 8 -> 12 (epoch 1): 8/8 streams migrated, 4/4 settled" in table
-    assert settings == {"delivery": delivery} and f"delivery: {delivery}" in table
+    hot_paths = "+".join(sorted({n2_path, "python"}))  # n2's, as it logged it, and n3's
+    assert settings == {"delivery": delivery, "hot_path": hot_paths}
+    assert f"delivery: {delivery}, hot_path: {hot_paths}" in table
     assert f"{progress['sessions_moved']} sessions moved" in table
 
 

@@ -51,6 +51,14 @@ def test_config_is_validated() -> None:
         BalancerConfig("h:1", "shop", "n1", debounce=-1)
 
 
+@pytest.mark.parametrize("name", ["pid", "capacity", "balance", "delivery"])
+def test_what_a_member_announces_may_not_overwrite_its_membership_fields(name: str) -> None:
+    agreed = {"delivery": "exactly-once"}
+    BalancerConfig("h:1", "shop", "n1", agreed=agreed, announced={"hot_path": "compiled"})
+    with pytest.raises(ConfigError, match=f"n1: announced \\['{name}'\\]"):
+        BalancerConfig("h:1", "shop", "n1", agreed=agreed, announced={name: "x"})
+
+
 def test_state_machine_counts_changes_and_refuses_impossible_ones() -> None:
     machine = StateMachine("n1")
     machine.to(BalancerState.JOINING)
