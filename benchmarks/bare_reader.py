@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 
 from framework.kernel.transport import Transport
 from framework.progress import end_offsets
@@ -24,10 +25,15 @@ from framework.progress import end_offsets
 __all__ = ["main", "read_confluent", "read_kafka_python"]
 
 BATCH = 2000
+OnBatch = Callable[[int], None]
+"""Told the size of each batch as it is read (`benchmarks.bare_relay` writes meanwhile)."""
 
 
-def read_kafka_python(bootstrap: str, topics: list[str], start_at: float) -> tuple[int, float]:
-    """(records, start time) of kafka-python's `KafkaConsumer` reading the topics to their ends."""
+def read_kafka_python(
+    bootstrap: str, topics: list[str], start_at: float, on_batch: OnBatch | None = None
+) -> tuple[int, float]:
+    """(records, start time) of kafka-python's `KafkaConsumer` reading the topics to their ends
+    (`on_batch`: told each batch's size, as it is read)."""
     from kafka import KafkaConsumer, TopicPartition
 
     partitions = [TopicPartition(topic, 0) for topic in topics]
@@ -42,6 +48,8 @@ def read_kafka_python(bootstrap: str, topics: list[str], start_at: float) -> tup
         while pending:
             for tp, batch in consumer.poll(timeout_ms=500, max_records=BATCH).items():
                 records += len(batch)
+                if on_batch is not None:
+                    on_batch(len(batch))
                 if consumer.position(tp) >= ends[tp]:
                     pending.discard(tp)
         return records, started
@@ -49,8 +57,11 @@ def read_kafka_python(bootstrap: str, topics: list[str], start_at: float) -> tup
         consumer.close()
 
 
-def read_confluent(bootstrap: str, topics: list[str], start_at: float) -> tuple[int, float]:
-    """(records, start time) of confluent-kafka's `Consumer` reading the topics to their ends."""
+def read_confluent(
+    bootstrap: str, topics: list[str], start_at: float, on_batch: OnBatch | None = None
+) -> tuple[int, float]:
+    """(records, start time) of confluent-kafka's `Consumer` reading the topics to their ends
+    (`on_batch`: told each batch's size, as it is read)."""
     from confluent_kafka import Consumer, TopicPartition
 
     ends = end_offsets(bootstrap, topics)
@@ -66,13 +77,16 @@ def read_confluent(bootstrap: str, topics: list[str], start_at: float) -> tuple[
         while pending:
             # consume() waits for a full batch or the timeout: short, or the last
             # partial batch would add its whole timeout to the time.
-            for message in consumer.consume(num_messages=BATCH, timeout=0.05):
+            messages = consumer.consume(num_messages=BATCH, timeout=0.05)
+            for message in messages:
                 if message.error() is not None:
                     raise RuntimeError(f"bare confluent reader: {message.error()}")
                 records += 1
                 topic, offset = message.topic(), message.offset()
                 if topic is not None and offset is not None and offset + 1 >= ends[topic]:
                     pending.discard(topic)
+            if on_batch is not None and messages:
+                on_batch(len(messages))
         return records, started
     finally:
         consumer.close()

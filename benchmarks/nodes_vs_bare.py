@@ -19,11 +19,19 @@ its own app.  Then, on those same topics, for each Kafka client (the
   resumed to the moment ZooKeeper shows every stream's committed read position
   at its end offset (so up to one commit interval of the time is waiting for
   the last commit).  Every session they wrote is checked against the batch
-  definition (`exact`: nothing lost, nothing extra).
+  definition (`exact`: nothing lost, nothing extra);
+- relay: N `benchmarks.bare_relay --kafka-client CLIENT` processes, bare readers
+  that also write the sessions the nodes wrote (their very bytes, pre-encoded,
+  with the node's output producer settings) as they read: a node's own Kafka I/O
+  with an engine that costs nothing.
 
 `ratio` is the nodes' fragments/s over the bare readers' of the same client at
-the same N: the headline.  `node_per_core` is fragments per CPU second of the
-nodes themselves (fragments/s per busy core; their start-up included).
+the same N: the headline.  `relay_ceiling` (relay over bare readers) is the most
+`ratio` could be for any engine, because a node also writes its sessions;
+`ratio_to_relay` (nodes over relay) is what the engine, the state and the
+commits cost on top of the client's own reading and writing.  `node_per_core` is
+fragments per CPU second of the nodes themselves (fragments/s per busy core; their
+start-up included).
 `cores_busy` is the whole machine's average over the run (Kafka and ZooKeeper
 included): near the core count, the machine is the limit.
 """
@@ -87,13 +95,47 @@ def run_bare(
     client: Transport = "kafka-python",
 ) -> dict[str, Any]:
     """N bare reader processes of `client` over the streams (reader i takes streams i, i+N, ...)."""
+    return _run_together(cluster, "benchmarks.bare_reader", streams, readers, client)
+
+
+def run_relay(
+    cluster: BenchCluster,
+    streams: list[str],
+    relays: int,
+    client: Transport,
+    sessions: Path,
+    to: str,
+) -> dict[str, Any]:
+    """N bare relay processes of `client`: bare readers that also write the sessions in
+    `sessions` (`run_nodes`' `sessions_file`; relay i writes every N-th) to topic `to`."""
+    lines = sessions.read_bytes().splitlines(keepends=True)
+    shares = [sessions.with_suffix(f".{i}") for i in range(relays)]
+    for i, share in enumerate(shares):
+        share.write_bytes(b"".join(lines[i::relays]))
+    extra = [("--sessions", str(share), "--to", to) for share in shares]
+    outcome = _run_together(cluster, "benchmarks.bare_relay", streams, relays, client, extra)
+    if outcome["written"] != len(lines):
+        raise RuntimeError(f"bare relays wrote {outcome['written']} of {len(lines)} sessions")
+    return outcome
+
+
+def _run_together(
+    cluster: BenchCluster,
+    module: str,
+    streams: list[str],
+    readers: int,
+    client: Transport,
+    extra: list[tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """N processes of `module` (a bare reader's command line), started together."""
     start_at = time.time() + 2.0 + 0.7 * readers  # after every interpreter has started
     processes = [
         subprocess.Popen(
             [
-                *(sys.executable, "-m", "benchmarks.bare_reader"),
+                *(sys.executable, "-m", module),
                 *("--bootstrap", cluster.bootstrap, "--start-at", str(start_at)),
                 *("--kafka-client", client),
+                *(extra[i] if extra else ()),
                 *streams[i::readers],
             ],
             stdout=subprocess.PIPE,
@@ -113,6 +155,7 @@ def run_bare(
     after, now = CpuTimes.now(), time.time()
     return {
         "records": sum(o["records"] for o in outputs),
+        "written": sum(o.get("written", 0) for o in outputs),
         # From the first reader's start: on a busy machine an interpreter may come up
         # after `start_at`, and its start-up must not count as reading time.
         "seconds": max(o["finished"] for o in outputs) - min(o["started"] for o in outputs),
@@ -144,12 +187,14 @@ def run_nodes(
     timeout: float = 3600.0,
     on_started: Callable[[list[int]], None] | None = None,
     stall_timeout: float = 120.0,
+    sessions_file: Path | None = None,
 ) -> dict[str, Any]:
     """N nodes sessionize the app's streams from a fresh state; measured and verified.
 
     `on_started` is called with the nodes' pids once they are spawned (a profiler
     attaches).  No committed progress for `stall_timeout` seconds fails the run (a
-    stuck run says so instead of waiting out `timeout`).
+    stuck run says so instead of waiting out `timeout`).  `sessions_file` receives the
+    sessions written, one `session_id<TAB>JSON` line each (`run_relay` writes them again).
     """
     connection = produced.connection
     reset_app(connection, produced.streams)
@@ -207,6 +252,11 @@ def run_nodes(
     seconds = watch.caught_up_at - started
     written = read_json_topic(connection.bootstrap, topic, first_session)
     verdict = verify_sessions(written, workload.expected(), len(workload.fragments))
+    if sessions_file is not None:
+        # The sink's bytes: sorted keys, json's default separators (sessionizer.records).
+        sessions_file.write_text(
+            "".join(f"{s['session_id']}\t{json.dumps(s, sort_keys=True)}\n" for s in written)
+        )
     zk_written = None
     if zk_written_before is not None and cluster.zk_pid is not None:
         zk_written = process_io(cluster.zk_pid).get("write_bytes", 0) - zk_written_before
@@ -257,8 +307,23 @@ def _one_run(
     bare_rate = len(workload.fragments) / bare["seconds"]
     progress(f"    {bare_rate:,.0f} fragments/s")
     progress(f"[{name}] {client}: {count} node(s)...")
-    node = run_nodes(cluster, produced, workload, count, scratch, extra=("--kafka-client", client))
+    written = scratch / f"sessions-{uuid.uuid4().hex[:6]}"
+    node = run_nodes(
+        cluster,
+        produced,
+        workload,
+        count,
+        scratch,
+        extra=("--kafka-client", client),
+        sessions_file=written,
+    )
     progress(f"    {node['fragments_per_s']:,.0f} fragments/s, exact={node['exact']}")
+    progress(f"[{name}] {client}: {count} bare relay(s), writing the nodes' sessions again...")
+    relay = run_relay(
+        cluster, streams, count, client, written, sessions_topic(produced.connection.app)
+    )
+    relay_rate = len(workload.fragments) / relay["seconds"]
+    progress(f"    {relay_rate:,.0f} fragments/s")
     return {
         "workload": name,
         "client": client,
@@ -268,9 +333,16 @@ def _one_run(
         "bare_cpu_s": bare["cpu_s"],
         "bare_cores_busy": bare["cores_busy"],
         "bare_late_start_s": bare["late_start_s"],
+        # Read and write with no engine: the most any node of this client could do.
+        "relay_fragments_per_s": relay_rate,
+        "relay_seconds": relay["seconds"],
+        "relay_cpu_s": relay["cpu_s"],
+        "relay_sessions": relay["written"],
+        "relay_ceiling": relay_rate / bare_rate,
         "node_fragments_per_s": node["fragments_per_s"],
         "node_sessions_per_s": node["sessions_per_s"],
         "ratio": node["fragments_per_s"] / bare_rate,
+        "ratio_to_relay": node["fragments_per_s"] / relay_rate,
         **{
             k if k.startswith("node") else f"node_{k}": v
             for k, v in node.items()
@@ -306,8 +378,11 @@ COLUMNS = [
     "client",
     "n",
     "bare_fragments_per_s",
+    "relay_fragments_per_s",
     "node_fragments_per_s",
     "ratio",
+    "relay_ceiling",
+    "ratio_to_relay",
     "node_per_core",
     "node_sessions_per_s",
     "node_seconds",

@@ -89,6 +89,16 @@ def _producer(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     return "\n".join(text), [("producer", figure)]
 
 
+def _relay_note(row: Payload) -> str:
+    """How much of the bare readers' rate a node could keep at most, by the relays."""
+    if row.get("relay_ceiling") is None:
+        return ""  # a run from before the relays
+    return (
+        f" (bare relays, reading and writing the same sessions with no engine, kept "
+        f"{row['relay_ceiling']:.1%}: the nodes did {row['ratio_to_relay']:.1%} of that)"
+    )
+
+
 def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     rows = payload["results"]
     text = [
@@ -99,8 +109,11 @@ def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
                 "client",
                 ("n", "N"),
                 ("bare_fragments_per_s", "bare readers fragments/s"),
+                ("relay_fragments_per_s", "bare relays fragments/s"),
                 ("node_fragments_per_s", "nodes fragments/s"),
                 ("ratio", "ratio nodes/bare"),
+                ("relay_ceiling", "relay/bare"),
+                ("ratio_to_relay", "nodes/relay"),
                 ("node_per_core", "fragments per node CPU s"),
                 ("node_sessions_per_s", "sessions/s"),
                 ("node_seconds", "seconds"),
@@ -115,7 +128,7 @@ def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
             f"- {row['workload']}, {row.get('client', 'kafka-python')}, N={row['n']}: "
             f"{row['node_fragments_per_s']:,.0f} fragments/s and "
             f"{row['node_sessions_per_s']:,.0f} sessions/s, {row['ratio']:.1%} of {row['n']} "
-            f"bare reader(s) of the same client; every session "
+            f"bare reader(s) of the same client{_relay_note(row)}; every session "
             f"{'matches' if row['node_exact'] else 'does NOT match'} the batch definition."
         )
     text.append(_busy_note(rows, "node_cores_busy", cpus))
@@ -129,6 +142,11 @@ def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
             [f"{r.get('client', 'kafka-python')}\nN={r['n']}" for r in mine],
             {
                 "bare readers": [r["bare_fragments_per_s"] for r in mine],
+                **(
+                    {"bare relays": [r["relay_fragments_per_s"] for r in mine]}
+                    if all(r.get("relay_fragments_per_s") for r in mine)
+                    else {}
+                ),
                 "sessionizer nodes": [r["node_fragments_per_s"] for r in mine],
             },
         )

@@ -139,6 +139,13 @@ def test_issue_24_figures_against_their_targets() -> None:
     assert rows["1 node, confluent, fragments/s"]["met"] is False  # 70,000 < 100,000
     assert rows["node / bare kafka-python reader, kafka-python node, same run"]["met"] is True
     assert rows["node / bare confluent reader, confluent node, same run"]["met"] is None
+    relayed = {**ISSUE_24, "nodes_vs_bare": {"results": [
+        {**_node("kafka-python", 30_000.0, 0.21, 30_000.0), "relay_ceiling": 0.38}]}}  # fmt: skip
+    ceiling = _by_figure(relayed, "24")[
+        "node / bare kafka-python reader, kafka-python node, same run"
+    ]
+    assert ceiling["this_run"] == "0.21 (an engine costing nothing: 0.38)"
+    assert ceiling["met"] is False
     flink = rows["node fragments per CPU s / Flink's, apache, same run"]
     assert flink["met"] is False
     assert flink["this_run"] == "2.00 (60,000 vs 30,000); 1.50 without JVM start-up"
