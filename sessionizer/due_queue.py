@@ -19,8 +19,8 @@ second no longer matches once the first was handled.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
+from heapq import heappop, heappush  # not `heapq.`: compiled, a module lookup per call
 from typing import Final
 
 __all__ = ["SLOT_SHIFT", "DueQueue"]
@@ -49,7 +49,7 @@ class DueQueue:
         """Look at `key` again once the line reaches `due`."""
         slot = due >> SLOT_SHIFT
         if slot <= self._hot_slot:
-            heapq.heappush(self._hot, (due, key))
+            heappush(self._hot, (due, key))
             if due < self.earliest:
                 self.earliest = due
             return
@@ -58,7 +58,7 @@ class DueQueue:
         keys = self._slots.get(slot)
         if keys is None:
             self._slots[slot] = [key]
-            heapq.heappush(self._slot_ids, slot)
+            heappush(self._slot_ids, slot)
         else:
             keys.append(key)
 
@@ -68,7 +68,7 @@ class DueQueue:
         if slot > self._hot_slot:
             self._heat(slot)
         hot = self._hot
-        entry = heapq.heappop(hot) if hot and hot[0][0] <= line else None
+        entry = heappop(hot) if hot and hot[0][0] <= line else None
         earliest = hot[0][0] if hot else _NEVER
         if self._slot_ids and self._slot_ids[0] << SLOT_SHIFT < earliest:
             earliest = self._slot_ids[0] << SLOT_SHIFT
@@ -97,11 +97,11 @@ class DueQueue:
         """Turn the slots up to `up_to` into hot entries, at the keys' current due times."""
         slot_ids, due_of, hot = self._slot_ids, self._due_of, self._hot
         while slot_ids and slot_ids[0] <= up_to:
-            slot = heapq.heappop(slot_ids)
+            slot = heappop(slot_ids)
             for key in self._slots.pop(slot):
                 due = due_of(key)
                 # A key whose due time lies in another slot has its entry there (or had:
                 # it was handled, or is hot already).
                 if due is not None and due >> SLOT_SHIFT == slot:
-                    heapq.heappush(hot, (due, key))
+                    heappush(hot, (due, key))
         self._hot_slot = up_to

@@ -65,7 +65,8 @@ class HookFailed(HookError):
 def fold_below(processor: StreamProcessor[Any], timeline: KeyTimeline, line: int) -> None:
     """Fold every raw member of a key whose event time is below `line`, in event-time order."""
     key = timeline.key
-    for segment in timeline:
+    segments: list[Segment] = timeline  # iterated as the list it is (timeline.py says why)
+    for segment in segments:
         raw = segment.raw
         count = 0
         while count < len(raw) and raw[count][0] < line:

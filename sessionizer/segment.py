@@ -10,7 +10,7 @@ stream time, where a replay must start).  A handover carries every slot
 
 from __future__ import annotations
 
-import bisect
+from bisect import insort  # not `bisect.`: compiled, a module lookup per call
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -135,7 +135,7 @@ class Segment:
         # span is unchanged: the session's boundaries and deadline cannot move.  It is on
         # time, so it sorts after every folded member: among the raw ones.
         assert isinstance(self.raw, list)  # it sorts before the last member: a raw one
-        bisect.insort(self.raw, member)
+        insort(self.raw, member)
         self.last_offset = member[1]
 
     def deadline(self, timing: Timing) -> int:

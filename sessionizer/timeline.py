@@ -100,7 +100,10 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
 # The engine's per-record work on a timeline is in functions, not methods: a list
 # subclass is a Python class even compiled, and a call to its method goes through
 # Python's method lookup and argument parsing, where a compiled function is called
-# directly (benchmarks/HOT_PATH.md, round 8).
+# directly (benchmarks/HOT_PATH.md, round 8).  They index it as the `list` it is
+# (`segments`): compiled, indexing a `KeyTimeline` goes through `PyObject_GetItem` and
+# its `append` through a method call, a `list` is indexed and appended to in place
+# (round 10).
 
 
 def place(
@@ -112,27 +115,30 @@ def place(
     None: the member was appended after a raw member, and is no END; then neither
     the first deadline (it only moves later) nor the next member to fold moved.
     """
+    segments: list[Segment] = timeline
     # Its offset is the largest yet, so an event time >= the last one sorts it last.
-    if not timeline or member[0] >= timeline[-1].last_ts:
+    if not segments or member[0] >= segments[-1].last_ts:
         # The common case: only the last session can change.
-        if timeline and timeline[-1].accepts(member, timing):
-            last = timeline[-1]
-            quiet = bool(last.raw) and not member[2]
-            last.append(member)
-            return None if quiet else ([], [])
-        if timeline:
-            timeline.append(Segment(member))
-        else:
-            # A new key's first session (most keys have one): list.__init__ over a sized
-            # iterable allocates exactly one slot, where append allocates four.
-            list.__init__(timeline, (Segment(member),))
-        return [], [timeline[-1]]
+        if segments:
+            last = segments[-1]
+            if last.accepts(member, timing):
+                quiet = bool(last.raw) and not member[2]
+                last.append(member)
+                return None if quiet else ([], [])
+            added = Segment(member)
+            segments.append(added)
+            return [], [added]
+        # A new key's first session (most keys have one): list.__init__ over a sized
+        # iterable allocates exactly one slot, where append allocates four.
+        added = Segment(member)
+        list.__init__(timeline, (added,))
+        return [], [added]
     # The last session that starts before it: it may join it, or split it (an END).
-    index = len(timeline) - 1
-    while index >= 0 and timeline[index].first_ts > member[0]:
+    index = len(segments) - 1
+    while index >= 0 and segments[index].first_ts > member[0]:
         index -= 1
-    if index >= 0 and not member[2] and member[0] < timeline[index].last_ts:
-        timeline[index].insert_inside(member)
+    if index >= 0 and not member[2] and member[0] < segments[index].last_ts:
+        segments[index].insert_inside(member)
         return [], []
     return _resplit(timeline, max(index, 0), index >= 0, member, timing)
 
@@ -160,7 +166,8 @@ def _resplit(
 
 def first_raw_ts(timeline: KeyTimeline) -> int | None:
     """Return the event time of the key's first raw member (the next to fold), if any."""
-    for segment in timeline:
+    segments: list[Segment] = timeline
+    for segment in segments:
         if segment.raw:
             return segment.raw[0][0]
     return None
@@ -168,17 +175,19 @@ def first_raw_ts(timeline: KeyTimeline) -> int | None:
 
 def pop_final(timeline: KeyTimeline, watermark: int, timing: Timing) -> list[Segment]:
     """Remove and return the leading sessions whose deadline is <= `watermark`."""
+    segments: list[Segment] = timeline
     count = 0
-    while count < len(timeline) and timeline[count].deadline(timing) <= watermark:
+    while count < len(segments) and segments[count].deadline(timing) <= watermark:
         count += 1
-    final = timeline[:count]
-    del timeline[:count]
+    final = segments[:count]
+    del segments[:count]
     return final
 
 
 def next_deadline(timeline: KeyTimeline, timing: Timing) -> int | None:
     """Return the deadline of the first open session, or None if there is none."""
-    return timeline[0].deadline(timing) if timeline else None
+    segments: list[Segment] = timeline
+    return segments[0].deadline(timing) if segments else None
 
 
 def split(

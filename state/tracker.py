@@ -26,8 +26,8 @@ what was read, never on when commits happened: the engine compares it with
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Sequence
+from heapq import heappop, heappush  # not `heapq.`: compiled, a module lookup per call
 from typing import Any, Final
 
 from state.record import IgnoreEntry
@@ -149,7 +149,7 @@ class SafeOffsetTracker:
         safe = self.safe_offset
         heap = self._entry_heap
         while heap and heap[0][0] < safe:
-            self._entry_bytes -= heapq.heappop(heap)[1]
+            self._entry_bytes -= heappop(heap)[1]
         return self._entry_bytes
 
     def advance(self, next_offset: int, stream_time_ms: int | None) -> None:
@@ -270,11 +270,11 @@ class SafeOffsetTracker:
         self._finished.setdefault(entry.key, []).append(entry)
         self._finished_count += 1
         size = entry_bytes(entry)
-        heapq.heappush(self._entry_heap, (entry.last_offset, size))
+        heappush(self._entry_heap, (entry.last_offset, size))
         self._entry_bytes += size
 
     def _push_holder(self, offset: int) -> None:
-        heapq.heappush(self._holders, offset)
+        heappush(self._holders, offset)
         # Re-splits push an offset again and again; rebuild before stale ones pile up.
         if len(self._holders) > 2 * (len(self._open) + len(self._held)) + _PRUNE_SLACK:
             self._holders = sorted({*self._open, *self._held})
@@ -282,7 +282,7 @@ class SafeOffsetTracker:
     def _oldest_holder(self) -> int | None:
         heap = self._holders
         while heap and heap[0] not in self._open and heap[0] not in self._held:
-            heapq.heappop(heap)
+            heappop(heap)
         if self._bounds and heap and heap[0] in self._bounds:
             return self._past_bounds()
         return heap[0] if heap else None
@@ -297,7 +297,7 @@ class SafeOffsetTracker:
         while heap:
             oldest = heap[0]
             if oldest not in self._open and oldest not in self._held:
-                heapq.heappop(heap)
+                heappop(heap)
                 continue
             bound = self._bounds.get(oldest)
             if bound is None or oldest in self._shared:
@@ -306,7 +306,7 @@ class SafeOffsetTracker:
             if min(others, default=self._next_offset) <= bound:
                 return oldest
             del self._held[oldest], self._bounds[oldest]
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
 
