@@ -22,7 +22,7 @@ from collections.abc import Callable
 from framework.kernel.transport import Transport
 from framework.progress import end_offsets
 
-__all__ = ["main", "read_confluent", "read_kafka_python"]
+__all__ = ["main", "process_arguments", "read_confluent", "read_kafka_python", "report"]
 
 BATCH = 2000
 OnBatch = Callable[[int], None]
@@ -92,32 +92,35 @@ def read_confluent(
         consumer.close()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Read the topics once and print what it took."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def process_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments of every bare process `nodes_vs_bare` starts together: `--bootstrap`,
+    `--start-at`, `--kafka-client` and the topics."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--start-at", type=float, required=True)
     parser.add_argument(
         "--kafka-client", choices=("kafka-python", "confluent"), default="kafka-python"
     )
     parser.add_argument("topics", nargs="+")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def report(client: Transport, records: int, started: float, **extra: int) -> None:
+    """Print the one JSON line `nodes_vs_bare` reads: records, start, finish, CPU seconds."""
+    finished = time.time()
+    times = os.times()
+    outcome = {"client": client, "records": records, **extra, "started": started}
+    outcome.update(finished=finished, cpu_s=times.user + times.system)
+    print(json.dumps(outcome))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Read the topics once and print what it took."""
+    args = process_arguments(__doc__.split("\n\n")[0]).parse_args(argv)
     client: Transport = args.kafka_client
     read = read_kafka_python if client == "kafka-python" else read_confluent
     records, started = read(args.bootstrap, args.topics, args.start_at)
-    finished = time.time()
-    times = os.times()
-    print(
-        json.dumps(
-            {
-                "client": client,
-                "records": records,
-                "started": started,
-                "finished": finished,
-                "cpu_s": times.user + times.system,
-            }
-        )
-    )
+    report(client, records, started)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,11 @@ writing the sessions, with an engine that costs nothing (`nodes_vs_bare`'s
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bare_reader import read_confluent, read_kafka_python
+from benchmarks.bare_reader import process_arguments, read_confluent, read_kafka_python, report
 from framework.kernel.transport import Transport
 from sessionizer.kafka_sink import OutputProducerSettings
 
@@ -131,34 +127,15 @@ def _expected(bootstrap: str, topics: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Read the topics and write the sessions once; print what it took."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--start-at", type=float, required=True)
+    parser = process_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=Path, required=True)
     parser.add_argument("--to", required=True, help="the topic to write the sessions to")
-    parser.add_argument(
-        "--kafka-client", choices=("kafka-python", "confluent"), default="kafka-python"
-    )
-    parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
     client: Transport = args.kafka_client
     sessions = load_sessions(args.sessions)
     relay = relay_kafka_python if client == "kafka-python" else relay_confluent
     records, started, written = relay(args.bootstrap, args.topics, args.start_at, sessions, args.to)
-    finished = time.time()
-    times = os.times()
-    print(
-        json.dumps(
-            {
-                "client": client,
-                "records": records,
-                "written": written,
-                "started": started,
-                "finished": finished,
-                "cpu_s": times.user + times.system,
-            }
-        )
-    )
+    report(client, records, started, written=written)
 
 
 if __name__ == "__main__":

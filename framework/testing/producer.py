@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+import pytest
+
+import framework.commands.produce as produce_command
+import router.producer as producer_module
 from framework.kafka.errors import SendFailed
 from framework.kafka.producer import TopicSend
 from router.errors import ProduceFailed
+from router.producer import ProducerConfig, StreamProducer
 
-__all__ = ["RecordingTransport"]
+__all__ = ["RecordingTransport", "record_produce_command", "sent_times"]
 
 
 @dataclass
@@ -63,3 +69,21 @@ class RecordingTransport:
     def close(self, timeout: float | None = None) -> None:
         """Remember the close."""
         self.closed = True
+
+
+def record_produce_command(monkeypatch: pytest.MonkeyPatch) -> RecordingTransport:
+    """`sessionizer produce` in-process without a cluster: its producer (4 streams, no
+    registry) sends to the returned transport, which keeps what it is given."""
+    fake = RecordingTransport()
+    monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
+    monkeypatch.setattr(
+        produce_command,
+        "_producer",
+        lambda connection, args: nullcontext(StreamProducer(ProducerConfig("b:1", "app", 4))),
+    )
+    return fake
+
+
+def sent_times(sent: RecordingTransport) -> list[int]:
+    """The event times of the fragments sent (not the watermarks)."""
+    return [timestamp for _, key, _, timestamp, _ in sent.records if key is not None]

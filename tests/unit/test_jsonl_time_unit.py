@@ -6,17 +6,13 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
-from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
-import framework.commands.produce as produce_command
-import router.producer as producer_module
 from framework.cli import main
 from framework.testing.cli import DATA
-from framework.testing.producer import RecordingTransport
-from router.producer import ProducerConfig, StreamProducer
+from framework.testing.producer import RecordingTransport, record_produce_command, sent_times
 
 SERVERS = ["--zk", "127.0.0.1:1", "--bootstrap", "127.0.0.1:1"]  # nothing listens on port 1
 
@@ -24,14 +20,7 @@ SERVERS = ["--zk", "127.0.0.1:1", "--bootstrap", "127.0.0.1:1"]  # nothing liste
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
     """`produce` with its producer on a transport that keeps what it is given."""
-    fake = RecordingTransport()
-    monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
-    monkeypatch.setattr(
-        produce_command,
-        "_producer",
-        lambda connection, args: nullcontext(StreamProducer(ProducerConfig("b:1", "app", 4))),
-    )
-    yield fake
+    yield record_produce_command(monkeypatch)
 
 
 def _produce(*argv: str) -> tuple[int, str]:
@@ -51,8 +40,7 @@ def test_epoch_seconds_are_sent_as_milliseconds_without_the_1970_warning(
     )
     code, err = _produce(str(log), "--format", "jsonl", "--time-unit", "s")
     assert code == 0, err
-    times = [timestamp for _, key, _, timestamp, _ in sent.records if key is not None]
-    assert times == [1_700_000_000_000, 1_700_000_060_250]
+    assert sent_times(sent) == [1_700_000_000_000, 1_700_000_060_250]
     assert "event_time_near_epoch" not in err
     # Without the unit, the same file is read as milliseconds of 1970, and warned of.
     sent.records.clear()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
@@ -13,15 +12,12 @@ from typing import Any
 
 import pytest
 
-import framework.commands.produce as produce_command
-import router.producer as producer_module
 from framework.cli import main
 from framework.testing.cli import DATA
-from framework.testing.producer import RecordingTransport
+from framework.testing.producer import RecordingTransport, record_produce_command, sent_times
 from router import load_format
 from router.formats import line_parser, parse_file, parse_line, syslog_year
 from router.formats_sshd import SshdFormat, SyslogYears, log_year
-from router.producer import ProducerConfig, StreamProducer
 
 AUTH_LOG = DATA / "auth.log"  # Mar 27 13:06:56 .. Apr 20 14:14:29, no year
 
@@ -109,23 +105,11 @@ def test_standard_input_and_other_formats_keep_the_formats_year() -> None:
     assert syslog_year(str(DATA / "apache_logs"), load_format("apache")) is None
 
 
-def times(sent: RecordingTransport) -> list[int]:
-    """The event times of the fragments sent (not the watermarks)."""
-    return [timestamp for _, key, _, timestamp, _ in sent.records if key is not None]
-
-
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingTransport]:
     """`produce` with its producer on a transport that keeps what it is given."""
-    fake = RecordingTransport()
-    monkeypatch.setattr(producer_module, "open_transport", lambda config, topics: fake)
-    monkeypatch.setattr(
-        produce_command,
-        "_producer",
-        lambda connection, args: nullcontext(StreamProducer(ProducerConfig("b:1", "app", 4))),
-    )
     monkeypatch.delenv("SESSIONIZER_LOG_YEAR", raising=False)
-    yield fake
+    yield record_produce_command(monkeypatch)
 
 
 def produce(*argv: str) -> int:
@@ -139,15 +123,15 @@ def test_produce_takes_the_year_from_the_option_the_variable_or_the_file(
 ) -> None:
     log = copy_modified(tmp_path, AUTH_LOG, datetime(2019, 2, 1, tzinfo=UTC))
     assert produce(str(log), "--year", "2017") == 0
-    assert min(times(sent)) == ms(2017, 3, 27, 13, 6, 56) and len(times(sent)) == 4_095
+    assert min(sent_times(sent)) == ms(2017, 3, 27, 13, 6, 56) and len(sent_times(sent)) == 4_095
     sent.records.clear()
     monkeypatch.setenv("SESSIONIZER_LOG_YEAR", "2016")
     assert produce(str(log)) == 0
-    assert min(times(sent)) == ms(2016, 3, 27, 13, 6, 56)
+    assert min(sent_times(sent)) == ms(2016, 3, 27, 13, 6, 56)
     sent.records.clear()
     monkeypatch.delenv("SESSIONIZER_LOG_YEAR")
     assert produce(str(log)) == 0  # modified in February 2019: the log is of 2018
-    assert span_of(times(sent)) == (ms(2018, 3, 27, 13, 6, 56), ms(2018, 4, 20, 14, 14, 29))
+    assert span_of(sent_times(sent)) == (ms(2018, 3, 27, 13, 6, 56), ms(2018, 4, 20, 14, 14, 29))
 
 
 def span_of(times: list[int]) -> tuple[int, int]:
