@@ -253,7 +253,7 @@ def run_nodes(
     written = read_json_topic(connection.bootstrap, topic, first_session)
     verdict = verify_sessions(written, workload.expected(), len(workload.fragments))
     if sessions_file is not None:
-        # The sink's bytes: sorted keys, json's default separators (sessionizer.records).
+        # The sink's bytes: sorted keys, json's default separators (sessionizer.sinks).
         sessions_file.write_text(
             "".join(f"{s['session_id']}\t{json.dumps(s, sort_keys=True)}\n" for s in written)
         )
