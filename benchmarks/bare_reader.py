@@ -107,11 +107,10 @@ def process_arguments(description: str) -> argparse.ArgumentParser:
 
 def report(client: Transport, records: int, started: float, **extra: int) -> None:
     """Print the one JSON line `nodes_vs_bare` reads: records, start, finish, CPU seconds."""
-    finished = time.time()
-    times = os.times()
-    outcome = {"client": client, "records": records, **extra, "started": started}
-    outcome.update(finished=finished, cpu_s=times.user + times.system)
-    print(json.dumps(outcome))
+    finished, times = time.time(), os.times()
+    cpu_s = times.user + times.system
+    print(json.dumps({"client": client, "records": records, **extra, "started": started,
+                      "finished": finished, "cpu_s": cpu_s}))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,15 +49,15 @@ class Relay:
     def on_batch(self, count: int) -> None:
         """`count` more records were read: send the sessions that many records stand for."""
         self.read += count
-        due = min(len(self._sessions), len(self._sessions) * self.read // self._records)
-        while self.written < due:
-            self._send(self._sessions[self.written])
-            self.written += 1
+        self._send_until(len(self._sessions) * self.read // self._records)
 
     def finish(self) -> None:
         """Send what is left (the reader may have read fewer records than expected)."""
-        while self.written < len(self._sessions):
-            self._send(self._sessions[self.written])
+        self._send_until(len(self._sessions))
+
+    def _send_until(self, due: int) -> None:
+        for session in self._sessions[self.written : min(due, len(self._sessions))]:
+            self._send(session)
             self.written += 1
 
 
