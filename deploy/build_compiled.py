@@ -12,9 +12,10 @@ source packages: the `.py` files stay what runs by default, and
 a process started with `SESSIONIZER_HOT_PATH=compiled`.
 
 Then it builds the Rust crates of `framework.kernel.compiled.NATIVE` (the fast paths
-of the wire decoder, `router/native`, and of the session JSON, `sessionizer/native`)
-with cargo into native modules beside them (PyO3, from crates.io; `build/cargo` keeps
-cargo's work between builds, and a build without the network uses crates cargo
+of the wire decoder, `router/native`, of the session JSON, `sessionizer/native`, and
+of the records built per session, `sessionizer/native_records`) with cargo into native
+modules beside them (PyO3, from crates.io; `build/cargo` keeps cargo's work between
+builds, and a build without the network uses crates cargo
 fetched before).  Without cargo, or for a crate that does not build, the build has
 no such module and the manifest says why (`native_problem`): the compiled path runs
 with the Python code in its place.

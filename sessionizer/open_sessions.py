@@ -22,7 +22,7 @@ from sessionizer import hooks
 from sessionizer.due_queue import DueQueue
 from sessionizer.migration import KeyGate
 from sessionizer.processor import StreamProcessor, Timing
-from sessionizer.segment import Member, Segment
+from sessionizer.segment import Member, Segment, SessionLimits
 from sessionizer.timeline import KeyTimeline, first_raw_ts, next_deadline, place, pop_final
 from state.tracker import SafeOffsetTracker
 
@@ -36,7 +36,7 @@ class OpenSessions:
         self.timelines: dict[str, KeyTimeline] = {}
         """Each key's open sessions (a key is here while it has at least one)."""
         self._tracker = tracker
-        self._timing = timing
+        self._limits = SessionLimits(timing)
         self._deadlines = DueQueue(self._deadline_of)
         self._folds = DueQueue(self._fold_of)
 
@@ -68,7 +68,7 @@ class OpenSessions:
         timeline = self.timelines.get(key)
         if timeline is None:
             timeline = self.timelines[key] = KeyTimeline(key)
-        changed = place(timeline, member, self._timing)
+        changed = place(timeline, member, self._limits)
         if changed is not None:
             dropped, added = changed
             for first_offset in dropped:
@@ -84,7 +84,7 @@ class OpenSessions:
         for segment in timeline:
             self._tracker.session_dropped(segment.first_offset)
         for member in members:
-            place(timeline, member, self._timing)
+            place(timeline, member, self._limits)
         for segment in timeline:
             segment.rebound()
             self._tracker.session_opened(key, segment.first_offset)
@@ -130,7 +130,7 @@ class OpenSessions:
 
     def schedule(self, timeline: KeyTimeline) -> None:
         """Make sure the queues fire for the key's next deadline and its next member to fold."""
-        deadline = next_deadline(timeline, self._timing)
+        deadline = next_deadline(timeline, self._limits)
         if deadline is not None and (
             timeline.deadline_due is None or deadline < timeline.deadline_due
         ):
@@ -174,7 +174,7 @@ class OpenSessions:
             timeline.deadline_due = None
             if gate is not None and gate.keeps(key):
                 continue  # kept open for a resize (rescheduled by its next change)
-            for segment in pop_final(timeline, line, self._timing):
+            for segment in pop_final(timeline, line, self._limits):
                 final.append((key, segment))
             if timeline:
                 self.schedule(timeline)

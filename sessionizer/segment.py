@@ -18,7 +18,7 @@ from typing import Any, Final, TypeAlias
 from framework.kernel.fragment import Fragment
 from sessionizer.processor import Timing
 
-__all__ = ["Failure", "Member", "Segment"]
+__all__ = ["Failure", "Member", "Segment", "SessionLimits"]
 
 Member: TypeAlias = tuple[int, int, bool, int | None, Fragment]
 """A raw fragment of an open session: (event time, offset, is_end, stream time before
@@ -30,6 +30,20 @@ _SHORT_OFFSETS: Final = 24
 """Folded offsets are kept in an immutable `bytes` below this many bytes (see `Segment`)."""
 _BYTE: Final = tuple(bytes((value,)) for value in range(0x80))
 _NO_FRAGMENT: Final = Fragment(0, "", 0, {})  # the placeholder of a session restored empty
+
+
+class SessionLimits:
+    """A processor's two limits on a session (`Timing.timeout_ms`, `max_duration_ms`).
+
+    Read for every record; compiled, fields of this class are native, where reading a
+    `Timing` (a Python dataclass) is a lookup by name (benchmarks/HOT_PATH.md, round 11).
+    """
+
+    __slots__ = ("max_duration_ms", "timeout_ms")
+
+    def __init__(self, timing: Timing) -> None:
+        self.timeout_ms: Final[int] = timing.timeout_ms
+        self.max_duration_ms: Final[int | None] = timing.max_duration_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +124,11 @@ class Segment:
         assert best is not None  # a segment is never empty
         return best
 
-    def accepts(self, member: Member, timing: Timing) -> bool:
+    def accepts(self, member: Member, limits: SessionLimits) -> bool:
         """Return True if `member`, sorting after the last member, continues this session."""
-        if self.ends() or member[0] - self.last_ts > timing.timeout_ms:
+        if self.ends() or member[0] - self.last_ts > limits.timeout_ms:
             return False
-        limit = timing.max_duration_ms
+        limit = limits.max_duration_ms
         return limit is None or member[0] - self.first_ts < limit
 
     def append(self, member: Member) -> None:
@@ -138,14 +152,15 @@ class Segment:
         insort(self.raw, member)
         self.last_offset = member[1]
 
-    def deadline(self, timing: Timing) -> int:
+    def deadline(self, limits: SessionLimits) -> int:
         """Return the smallest `stream time - grace` at which nothing can join this session."""
         last = self.last_ts
         # A fragment at last_ts + timeout would still join; an END takes nothing after it
         # (a fragment with the same event time sorts after it by offset).
-        deadline = last if self.ends() else last + timing.timeout_ms + 1
-        if timing.max_duration_ms is not None:
-            deadline = min(deadline, self.first_ts + timing.max_duration_ms)
+        deadline = last if self.ends() else last + limits.timeout_ms + 1
+        limit = limits.max_duration_ms
+        if limit is not None:
+            deadline = min(deadline, self.first_ts + limit)
         return deadline
 
     def absorb(self, member: Member) -> None:

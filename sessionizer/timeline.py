@@ -29,8 +29,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from sessionizer.errors import SessionNotOpen
-from sessionizer.processor import Timing
-from sessionizer.segment import Member, Segment
+from sessionizer.segment import Member, Segment, SessionLimits
 
 __all__ = [
     "KeyTimeline",
@@ -50,7 +49,8 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
     __slots__ = ("deadline_due", "fold_due", "key")
 
     def __init__(self, key: str) -> None:
-        super().__init__()
+        # No `super().__init__()`: `list.__new__` made it empty, and compiled, the call
+        # was a third of a new key's cost (benchmarks/HOT_PATH.md, round 11).
         self.key = key
         # The engine's schedule (here, not in dicts of its own: less memory per key).
         # Its queues (`sessionizer.due_queue`) hold keys by due time with lazy deletion:
@@ -107,7 +107,7 @@ class KeyTimeline(list[Segment]):  # Python class, which mypyc allows only as no
 
 
 def place(
-    timeline: KeyTimeline, member: Member, timing: Timing
+    timeline: KeyTimeline, member: Member, limits: SessionLimits
 ) -> tuple[list[int], list[Segment]] | None:
     """Add an on-time member; return the first offsets of the sessions it replaced, and
     the new sessions (the tracker must know of both).
@@ -121,7 +121,7 @@ def place(
         # The common case: only the last session can change.
         if segments:
             last = segments[-1]
-            if last.accepts(member, timing):
+            if last.accepts(member, limits):
                 quiet = bool(last.raw) and not member[2]
                 last.append(member)
                 return None if quiet else ([], [])
@@ -140,11 +140,11 @@ def place(
     if index >= 0 and not member[2] and member[0] < segments[index].last_ts:
         segments[index].insert_inside(member)
         return [], []
-    return _resplit(timeline, max(index, 0), index >= 0, member, timing)
+    return _resplit(timeline, max(index, 0), index >= 0, member, limits)
 
 
 def _resplit(
-    timeline: KeyTimeline, index: int, keep: bool, member: Member, timing: Timing
+    timeline: KeyTimeline, index: int, keep: bool, member: Member, limits: SessionLimits
 ) -> tuple[list[int], list[Segment]]:
     """Re-split the raw members from `member` on: it may extend, bridge (merge) or split
     (END) sessions.  `keep`: segment `index` starts before it and keeps its prefix."""
@@ -159,7 +159,7 @@ def _resplit(
         # Each starts after `member`, which is on time: nothing of it is folded.
         assert not segment.folded, "a session after an on-time member has folded members"
         rest += segment.raw
-    added = split(rest, timing, [head] if keep else [])
+    added = split(rest, limits, [head] if keep else [])
     timeline[index:] = added
     return dropped, added
 
@@ -173,30 +173,30 @@ def first_raw_ts(timeline: KeyTimeline) -> int | None:
     return None
 
 
-def pop_final(timeline: KeyTimeline, watermark: int, timing: Timing) -> list[Segment]:
+def pop_final(timeline: KeyTimeline, watermark: int, limits: SessionLimits) -> list[Segment]:
     """Remove and return the leading sessions whose deadline is <= `watermark`."""
     segments: list[Segment] = timeline
     count = 0
-    while count < len(segments) and segments[count].deadline(timing) <= watermark:
+    while count < len(segments) and segments[count].deadline(limits) <= watermark:
         count += 1
     final = segments[:count]
     del segments[:count]
     return final
 
 
-def next_deadline(timeline: KeyTimeline, timing: Timing) -> int | None:
+def next_deadline(timeline: KeyTimeline, limits: SessionLimits) -> int | None:
     """Return the deadline of the first open session, or None if there is none."""
     segments: list[Segment] = timeline
-    return segments[0].deadline(timing) if segments else None
+    return segments[0].deadline(limits) if segments else None
 
 
 def split(
-    members: list[Member], timing: Timing, start: list[Segment] | None = None
+    members: list[Member], limits: SessionLimits, start: list[Segment] | None = None
 ) -> list[Segment]:
     """Split members sorted by (event time, offset) into sessions, continuing `start`'s last."""
     segments = start if start is not None else []
     for member in members:
-        if segments and segments[-1].accepts(member, timing):
+        if segments and segments[-1].accepts(member, limits):
             segments[-1].append(member)
         else:
             segments.append(Segment(member))

@@ -26,12 +26,13 @@ the blob at most `MAX_BLOB_BYTES`), so `encode` can only fail with
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgpack
 
-from framework.kernel.frozen import slot_writers
+from framework.kernel.frozen import native_slot_builder, slot_writers
 from framework.kernel.limits import MAX_EVENT_TIME_MS, MAX_KEY_BYTES, MIN_EVENT_TIME_MS
 from framework.kernel.watermark import MAX_PRODUCER_ID_BYTES
 from state.errors import CorruptStateError, StateError, StateTooLargeError
@@ -105,7 +106,7 @@ _key, _first_ts, _last_ts, _last_offset, _tail_offset = slot_writers(IgnoreEntry
 _new = object.__new__
 
 
-def ignore_entry(
+def _slotted_ignore_entry(
     key: str, first_ts: int, last_ts: int, last_offset: int, tail_offset: int
 ) -> IgnoreEntry:
     """Return `IgnoreEntry(...)` of these fields, built at half the cost (once per session)."""
@@ -116,6 +117,13 @@ def ignore_entry(
     _last_offset(entry, last_offset)
     _tail_offset(entry, tail_offset)
     return entry
+
+
+ignore_entry: Final[Callable[[str, int, int, int, int], IgnoreEntry]] = (
+    native_slot_builder(IgnoreEntry) or _slotted_ignore_entry
+)
+"""`IgnoreEntry(...)` of these fields, in field order, built at a fraction of the cost (once
+per session): through the slots from Python, or natively on the compiled path."""
 
 
 class _InvalidState(StateError, ValueError):

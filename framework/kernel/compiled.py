@@ -5,8 +5,9 @@ compiled with mypyc (`make install` builds them into `build/compiled/` of the so
 tree; `SESSIONIZER_COMPILED_DIR` names another build): the session engine, its open
 sessions and their queues, the key timelines, the hook glue and the safe-offset
 tracker (`MODULES`), as C extension modules of the same names, and beside them the
-native modules built from Rust (`NATIVE`: the fast paths of the wire decoder and of the
-session JSON), which the Python modules use when this process runs compiled (`native`).
+native modules built from Rust (`NATIVE`: the fast paths of the wire decoder, of the
+session JSON and of the records built per session), which the Python modules use when
+this process runs compiled (`native`).
 `python` runs the `.py` files: the reference, which the compiled modules are built
 from and tested against (tests/unit/test_hot_path_equivalence.py).  `auto`, the
 default, runs the build when there is one that can run here, else Python, and says why.
@@ -83,11 +84,16 @@ the producer clocks, asked twice per fragment, 3 % fewer instructions (round 9).
 module of another package needs that package's `__init__` to pass its `__path__`
 through `package_path` (framework.node's does)."""
 """In the build directory: the compiled modules, mypyc's library, and the sources' digests."""
-NATIVE: Final = {"_sessionizer_wire": "router/native", "_sessionizer_json": "sessionizer/native"}
+NATIVE: Final = {
+    "_sessionizer_wire": "router/native",
+    "_sessionizer_json": "sessionizer/native",
+    "_sessionizer_records": "sessionizer/native_records",
+}
 """The native modules a build holds when Rust can build them, and each one's crate: the
-fast paths of the wire decoder (router/wire.py) and of the session JSON
-(sessionizer/sinks.py).  The Python code stays the reference and decides everything a
-fast path gives back."""
+fast paths of the wire decoder (router/wire.py), of the session JSON
+(sessionizer/sinks.py) and of the records built per session (`session_id`, and the
+frozen records through `framework.kernel.frozen.native_slot_builder`).  The Python code
+stays the reference and decides everything a fast path gives back."""
 FAILED: Final = ".failed"
 """Beside the build directory, `<build>.failed` (`build/compiled.failed`): why the last
 build failed, written by `deploy/build_compiled.py` instead of a build."""

@@ -7,6 +7,10 @@ per session (benchmarks/HOT_PATH.md, round 8).  A slotted class's fields are mem
 descriptors, whose `__set__` writes the slot directly: about half the time.  A hot
 path keeps the class (its `__init__`, equality, hashing, pickling and immutability are
 the dataclass's) and only builds instances through a factory written next to it.
+
+On the compiled path the build's `_sessionizer_records` does the same natively
+(`native_slot_builder`): one call per instance instead of a frame and a method-wrapper
+call per field (benchmarks/HOT_PATH.md, round 11).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+from framework.kernel import compiled
 from framework.kernel.errors import WrongType
 
-__all__ = ["slot_writers"]
+__all__ = ["native_slot_builder", "slot_writers"]
 
 SlotWriter = Callable[[Any, Any], None]
 
@@ -28,6 +33,21 @@ def slot_writers(cls: type[Any]) -> tuple[SlotWriter, ...]:
     A factory unpacks them into one name per field, so a field added to the class
     without the factory fails at import (too many values to unpack), not later.
     """
+    return tuple(descriptor.__set__ for descriptor in _slot_descriptors(cls))
+
+
+def native_slot_builder(cls: type[Any]) -> Callable[..., Any] | None:
+    """Return a native `(*field values) -> instance` of a slotted dataclass, or None off the
+    compiled path (or without the build's `_sessionizer_records`)."""
+    descriptors = _slot_descriptors(cls)
+    native = compiled.native("_sessionizer_records")
+    if native is None:
+        return None
+    builder: Callable[..., Any] = native.SlottedBuilder(cls, descriptors)
+    return builder
+
+
+def _slot_descriptors(cls: type[Any]) -> tuple[Any, ...]:
     if not is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise WrongType(f"{cls.__qualname__} is not a slotted dataclass")
-    return tuple(cls.__dict__[item.name].__set__ for item in fields(cls))
+    return tuple(cls.__dict__[item.name] for item in fields(cls))
