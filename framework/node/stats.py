@@ -111,7 +111,10 @@ class NodeStats:
         self._last_report = now
         positions = {stream: task.position for stream, task in tasks.items()}
         previous, self._reported_positions = self._reported_positions, positions
-        reading = any(position > previous.get(s, position) for s, position in positions.items())
+        # Read since the last report, or since its task was made (a first report).
+        reading = any(
+            position > previous.get(s, tasks[s].started_at) for s, position in positions.items()
+        )
         log.info("node_stats", streams=len(tasks), lag=_lag(tasks, source, log, reading=reading),
                  **self.totals(tasks.values()))  # fmt: skip
 
@@ -124,8 +127,8 @@ def _lag(
     While the node reads, the consumer's fetch responses carry every stream's end
     (`RecordSource.ends`, no request): asking the brokers would wait behind the fetch's
     long poll, a blocked loop of up to a second each report. When nothing was read
-    since the last report the loop is idle anyway, and asking the brokers is how a
-    node cut off from Kafka says so.
+    since the last report (or, at the first, since the tasks were made) the loop is idle
+    anyway, and asking the brokers is how a node cut off from Kafka says so.
     """
     if not tasks or source is None:
         return {}

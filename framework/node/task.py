@@ -71,6 +71,12 @@ class StreamTask:
     """Where the records the stream writes to other streams go (a resize's), for whoever
     sends them; None: this owner cannot send them, and a task that must raises
     `ResizeUnavailable` (the node's crash path) rather than lose them."""
+    started_at: int = field(init=False)
+    """The position it was made at: `node_stats` tells a reading node by it at its first
+    report."""
+
+    def __post_init__(self) -> None:
+        self.started_at = self.position
 
     @classmethod
     def resume(
