@@ -298,3 +298,26 @@ def test_a_native_module_missing_from_the_build_leaves_the_python_decoder_in_its
     decided = _decided_with(copy)
     assert decided.startswith(f"compiled True {OTHER_NATIVE} "), decided
     assert f"native modules missing ({MODULE} is missing from {copy})" in decided
+
+
+def test_names_remembered_by_position_never_stand_for_other_bytes(decoder: Any) -> None:
+    # The decoder remembers the last record's names by position: the same names in
+    # another order, other names, and a name that is not UTF-8 where a good one was.
+    records = [
+        {"ip": "1", "path": "/a", "status": 200},
+        {"ip": "2", "path": "/b", "status": 404},
+        {"path": "/c", "ip": "3", "status": 500},
+        {"ipv6": "::1", "path": "/d"},
+        {"ip": "4", "pat": "/e", "status": 200, "extra": 1},
+    ]
+    for offset, fields in enumerate(records):
+        value = msgpack.packb(fields)
+        assert agrees(decoder, b"k", value, None, MIN_EVENT_TIME_MS)
+        fast = decoder.decode(b"k", value, None, MIN_EVENT_TIME_MS, offset)
+        assert list(fast.value.items()) == list(fields.items())
+    # "ip" at position 0 again, then its bytes made invalid UTF-8 (0xa2: a 2-byte string).
+    good = msgpack.packb({"ip": "5"})
+    assert decoder.decode(b"k", good, None, MIN_EVENT_TIME_MS, 9) is not None
+    bad = good.replace(b"\xa2ip", b"\xa2\xff\xfe", 1)
+    assert reference(b"k", bad, None, MIN_EVENT_TIME_MS)[0] == "undecodable"
+    assert decoder.decode(b"k", bad, None, MIN_EVENT_TIME_MS, 10) is None

@@ -22,6 +22,8 @@ use msgpack::{Fast, Reader, Stop};
 const NAME_LIMIT: usize = 64;
 /// At most this many distinct field names are kept.
 const NAMES_KEPT: usize = 4096;
+/// The names of this many first fields of the last record are remembered by position.
+const LAST_KEPT: usize = 64;
 
 /// Decodes fragment records for one process, keeping their field names interned.
 #[pyclass(module = "_sessionizer_wire", frozen)]
@@ -31,7 +33,16 @@ struct WireDecoder {
     min_ms: i64,
     max_ms: i64,
     max_key_bytes: usize,
-    names: Mutex<HashMap<Box<[u8]>, Py<PyString>>>,
+    names: Mutex<Names>,
+}
+
+/// Field names, interned: by their bytes, and the last record's by position (records of a
+/// stream mostly repeat their fields in the same order, which then costs no hashing and no
+/// UTF-8 check of a name).
+#[derive(Default)]
+struct Names {
+    kept: HashMap<Box<[u8]>, Py<PyString>>,
+    last: Vec<(Box<[u8]>, Py<PyString>)>,
 }
 
 #[pymethods]
@@ -50,7 +61,7 @@ impl WireDecoder {
             min_ms,
             max_ms,
             max_key_bytes,
-            names: Mutex::new(HashMap::new()),
+            names: Mutex::new(Names::default()),
         }
     }
 
@@ -86,7 +97,7 @@ impl WireDecoder {
 
     /// How many field names are kept interned (for tests).
     fn names_kept(&self) -> usize {
-        self.names.lock().map(|names| names.len()).unwrap_or(0)
+        self.names.lock().map(|names| names.kept.len()).unwrap_or(0)
     }
 }
 
@@ -149,34 +160,64 @@ impl WireDecoder {
         let mut reader = Reader::new(value);
         let len = reader.map_len()?;
         let fields = PyDict::new(py);
-        for _ in 0..len {
-            let name = reader.str_bytes()?;
+        // Once per record; not held by another call (a collector's finalizer decoding on
+        // this thread would find it taken): the names are then made without it.
+        let mut names = self.names.try_lock().ok();
+        for position in 0..len {
+            let raw = reader.str_raw()?;
+            let name = match names.as_deref_mut() {
+                Some(names) => names.name(py, position, raw)?,
+                None => PyString::new(py, utf8(raw)?),
+            };
             let item = reader.value(py, 1)?;
-            fields.set_item(self.name(py, name), item)?;
+            fields.set_item(name, item)?;
         }
         if !reader.at_end() {
             return Err(Stop::Decline); // trailing bytes: msgpack's ExtraData
         }
         Ok(fields)
     }
+}
 
-    /// A field name as a `str`, interned: names repeat in every record of a stream.
-    fn name<'py>(&self, py: Python<'py>, name: &str) -> Bound<'py, PyString> {
-        if name.len() > NAME_LIMIT {
-            return PyString::new(py, name);
+impl Names {
+    /// The field name at `position` of a record as a `str`, interned.
+    fn name<'py>(
+        &mut self,
+        py: Python<'py>,
+        position: usize,
+        raw: &[u8],
+    ) -> Fast<Bound<'py, PyString>> {
+        if let Some((bytes, kept)) = self.last.get(position) {
+            if **bytes == *raw {
+                return Ok(kept.bind(py).clone());
+            }
         }
-        let Ok(mut names) = self.names.lock() else {
-            return PyString::new(py, name);
+        let text = utf8(raw)?;
+        if raw.len() > NAME_LIMIT {
+            return Ok(PyString::new(py, text));
+        }
+        let made = match self.kept.get(raw) {
+            Some(kept) => kept.bind(py).clone(),
+            None => {
+                let made = PyString::intern(py, text);
+                if self.kept.len() < NAMES_KEPT {
+                    self.kept.insert(raw.into(), made.clone().unbind());
+                }
+                made
+            }
         };
-        if let Some(kept) = names.get(name.as_bytes()) {
-            return kept.bind(py).clone();
+        if position < self.last.len() {
+            self.last[position] = (raw.into(), made.clone().unbind());
+        } else if position == self.last.len() && position < LAST_KEPT {
+            self.last.push((raw.into(), made.clone().unbind()));
         }
-        let made = PyString::intern(py, name);
-        if names.len() < NAMES_KEPT {
-            names.insert(name.as_bytes().into(), made.clone().unbind());
-        }
-        made
+        Ok(made)
     }
+}
+
+/// `raw` as text, if it is UTF-8 (else the reference decoder decides).
+fn utf8(raw: &[u8]) -> Fast<&str> {
+    std::str::from_utf8(raw).map_err(|_| Stop::Decline)
 }
 
 #[pymodule]

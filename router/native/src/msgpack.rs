@@ -98,14 +98,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The UTF-8 bytes of a string, if the next value is one (the caller makes the `str`).
-    pub fn str_bytes(&mut self) -> Fast<&'a str> {
+    /// A string's bytes, if the next value is one: not yet checked to be UTF-8 (the caller
+    /// checks, and makes the `str`).
+    pub fn str_raw(&mut self) -> Fast<&'a [u8]> {
         let len = match self.byte()? {
             m @ 0xa0..=0xbf => (m & 0x1f) as usize,
             m @ 0xd9..=0xdb => self.length(1 << (m - 0xd9))?,
             _ => return Err(Stop::Decline),
         };
-        std::str::from_utf8(self.take(len)?).map_err(|_| Stop::Decline)
+        self.take(len)
     }
 
     fn text<'py>(&mut self, py: Python<'py>, len: usize) -> Fast<Bound<'py, PyAny>> {
