@@ -65,7 +65,10 @@ impl SlottedBuilder {
             }
             kept.push(descriptor.unbind());
         }
-        Ok(Self { cls: cls.clone().unbind(), descriptors: kept })
+        Ok(Self {
+            cls: cls.clone().unbind(),
+            descriptors: kept,
+        })
     }
 
     /// A new instance whose slots hold `values`, in the descriptors' order.
