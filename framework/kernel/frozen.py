@@ -22,7 +22,7 @@ from typing import Any
 from framework.kernel import compiled
 from framework.kernel.errors import WrongType
 
-__all__ = ["native_slot_builder", "slot_writers"]
+__all__ = ["native_slot_builder", "slot_descriptors", "slot_writers"]
 
 SlotWriter = Callable[[Any, Any], None]
 
@@ -33,13 +33,13 @@ def slot_writers(cls: type[Any]) -> tuple[SlotWriter, ...]:
     A factory unpacks them into one name per field, so a field added to the class
     without the factory fails at import (too many values to unpack), not later.
     """
-    return tuple(descriptor.__set__ for descriptor in _slot_descriptors(cls))
+    return tuple(descriptor.__set__ for descriptor in slot_descriptors(cls))
 
 
 def native_slot_builder(cls: type[Any]) -> Callable[..., Any] | None:
     """Return a native `(*field values) -> instance` of a slotted dataclass, or None off the
     compiled path (or without the build's `_sessionizer_records`)."""
-    descriptors = _slot_descriptors(cls)
+    descriptors = slot_descriptors(cls)
     native = compiled.native("_sessionizer_records")
     if native is None:
         return None
@@ -47,7 +47,8 @@ def native_slot_builder(cls: type[Any]) -> Callable[..., Any] | None:
     return builder
 
 
-def _slot_descriptors(cls: type[Any]) -> tuple[Any, ...]:
+def slot_descriptors(cls: type[Any]) -> tuple[Any, ...]:
+    """Return the member descriptors of a slotted dataclass's fields, in field order."""
     if not is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise WrongType(f"{cls.__qualname__} is not a slotted dataclass")
     return tuple(cls.__dict__[item.name] for item in fields(cls))

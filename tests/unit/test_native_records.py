@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import gc
 import pickle
-from dataclasses import FrozenInstanceError, dataclass, fields
+from dataclasses import FrozenInstanceError, dataclass
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from framework.kernel.frozen import slot_descriptors
 from framework.testing.hot_path_runs import load_native
 from sessionizer.records import FinishedSession, reference_session_id
 from state.record import IgnoreEntry
@@ -34,7 +35,7 @@ def native() -> Any:
 
 
 def builder(native: Any, cls: type[Any]) -> Any:
-    return native.SlottedBuilder(cls, tuple(cls.__dict__[item.name] for item in fields(cls)))
+    return native.SlottedBuilder(cls, slot_descriptors(cls))
 
 
 @settings(max_examples=500, deadline=None)
