@@ -358,7 +358,7 @@ class SessionEngine:
         self._tracker.advance(offset + 1, self._stream_time_ms)
         # After every record, not at commits: a replay meets the same records and so
         # makes the same decision at the same offset.
-        if self._tracker.ignore_bytes() > self._budget:
+        if self._tracker.over_budget(self._budget):
             outputs.extend(self._bound_ignore_list())
         return outputs
 

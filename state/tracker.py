@@ -21,7 +21,7 @@ forwards, docs/resize.md).
 
 `ignore_bytes()` is an upper bound of the encoded ignore list that depends only on
 what was read, never on when commits happened: the engine compares it with
-`IGNORE_LIST_BUDGET_BYTES` after every record.
+`IGNORE_LIST_BUDGET_BYTES` after every record (`over_budget`).
 """
 
 from __future__ import annotations
@@ -151,6 +151,20 @@ class SafeOffsetTracker:
         while heap and heap[0][0] < safe:
             self._entry_bytes -= heappop(heap)[1]
         return self._entry_bytes
+
+    def over_budget(self, budget: int) -> bool:
+        """Return `ignore_bytes() > budget`, without finding the safe offset when it cannot be.
+
+        The engine asks after every record. The sum before pruning bounds `ignore_bytes()`
+        from above, so while it is within `budget` the answer is no, and the per-record
+        cost is one comparison instead of the safe offset's heap walk (benchmarks/HOT_PATH.md,
+        round 12). A bounded hold (a resize target's) is let go while the safe offset is
+        found, so with one waiting the safe offset is still found after every record: a
+        replay lets go at the same record.
+        """
+        if self._entry_bytes <= budget and not self._bounds:
+            return False
+        return self.ignore_bytes() > budget
 
     def advance(self, next_offset: int, stream_time_ms: int | None) -> None:
         """Record that every record before `next_offset` has been processed."""

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from framework.kernel.limits import MAX_KEY_BYTES
 from framework.testing.engine_cases import FIGURE_4_3
 from state import IgnoreEntry, SafeOffsetTracker
-from state.tracker import ENTRY_OVERHEAD_BYTES, entry_bytes
+from state.tracker import ENTRY_OVERHEAD_BYTES, IGNORE_LIST_BUDGET_BYTES, entry_bytes
 
 _BEFORE: dict[int, int | None] = {}
 """Stream time before each open session's first record, as its session in an engine
@@ -201,3 +201,55 @@ def test_the_resumed_ignore_list_counts_too() -> None:
 def test_entry_bytes_bounds_the_encoded_entry(key: str, numbers: list[int]) -> None:
     entry = IgnoreEntry(key, *numbers)
     assert len(msgpack.packb(entry.to_list(), use_bin_type=True)) <= entry_bytes(entry)
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["a", "bb", "ccc", "ключ"]), st.integers(0, 9)),
+        max_size=60,
+    ),
+    st.integers(0, 4 * ENTRY_OVERHEAD_BYTES),
+)
+def test_over_budget_answers_as_ignore_bytes_does(
+    steps: list[tuple[bool, str, int]], budget: int
+) -> None:
+    """Two trackers fed alike, one asked `ignore_bytes() > budget` after every record and
+    the other `over_budget(budget)`: the same answer at every record, whether or not the
+    unpruned sum let `over_budget` skip the safe offset."""
+    asked, quick = SafeOffsetTracker(), SafeOffsetTracker()
+    open_at: list[int] = []
+    for offset, (opens, key, pick) in enumerate(steps):
+        for tracker in (asked, quick):
+            if opens or not open_at:
+                _open(tracker, f"{key}{offset}", offset, None)
+            else:
+                first = open_at[pick % len(open_at)]
+                entry = IgnoreEntry(f"{key}{first}", first, offset, first, offset)
+                tracker.session_finished(first, entry)
+            tracker.advance(offset + 1, stream_time_ms=offset)
+        if opens or not open_at:
+            open_at.append(offset)
+        else:
+            open_at.remove(open_at[pick % len(open_at)])
+        assert quick.over_budget(budget) == (asked.ignore_bytes() > budget)
+    assert quick.safe_offset == asked.safe_offset
+    assert quick.ignore_list() == asked.ignore_list()
+
+
+def test_over_budget_still_lets_a_bounded_hold_go_at_the_same_record() -> None:
+    """With a bounded hold waiting, `over_budget` finds the safe offset after every record
+    even far under budget: the hold goes at the record it went at before (a replay's)."""
+    trackers = [SafeOffsetTracker(), SafeOffsetTracker()]
+    for tracker in trackers:
+        tracker.hold(2, stream_time_before=10)
+        _open(tracker, "a", 4, 12)
+        _open(tracker, "b", 9, 15)
+        tracker.advance(11, stream_time_ms=20)
+        tracker.release_past(2, 7)
+        tracker.session_dropped(4)
+    asked, quick = trackers
+    assert asked.ignore_bytes() == 0
+    assert not quick.over_budget(IGNORE_LIST_BUDGET_BYTES)
+    for tracker in trackers:  # let go already: a later holder before the bound cannot hold it
+        _open(tracker, "c", 5, 20)
+        assert tracker.safe_offset == 5
