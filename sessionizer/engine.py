@@ -34,7 +34,7 @@ take or refuse a fragment before it is placed (`attach`; none by default).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from framework.kernel.fragment import Fragment
 from framework.kernel.watermark import Watermark
@@ -80,6 +80,9 @@ class SessionEngine:
         self.stream = stream
         self.processor = processor
         self.timing = Timing.of(processor)
+        # Read for every record: native fields, where a `Timing` field is a lookup by name.
+        self._grace_ms: Final[int] = self.timing.grace_ms
+        self._max_lead_ms: Final[int | None] = self.timing.max_lead_ms
         self._own_timestamp = not hooks.keeps_default(processor, "timestamp")
         self._own_is_end = not hooks.keeps_default(processor, "is_end")
         self._epoch = state.epoch
@@ -407,7 +410,7 @@ class SessionEngine:
 
     def _too_far_ahead(self, event_time: int) -> bool:
         """Return True if `event_time` is more than `max_lead` ahead of stream time."""
-        lead = self.timing.max_lead_ms
+        lead = self._max_lead_ms
         if lead is None:  # the default: no clock to look at, for every record
             return False
         # Several producers: of the fastest producer's clock, at least.
@@ -431,7 +434,7 @@ class SessionEngine:
         self._parked = None
         record = parked.record
         self._tracker.release(_offset(record))
-        lead = self.timing.max_lead_ms
+        lead = self._max_lead_ms
         assert lead is not None  # nothing is parked without a lead
         if event_time is None or parked.event_time_ms - event_time <= lead:
             if isinstance(record, Watermark):
@@ -455,9 +458,9 @@ class SessionEngine:
             # Already in a finished session; it still moves stream time, as it did then.
             self._skipped += 1
             return self._advance(self._clocks.fragment(event_time))
-        if before is not None and event_time < before - self.timing.grace_ms:
+        if before is not None and event_time < before - self._grace_ms:
             self._late += 1
-            return [late_fragment(fragment, event_time, before, self.timing.grace_ms)]
+            return [late_fragment(fragment, event_time, before, self._grace_ms)]
         gate = self._gate
         if gate is not None:
             admitted = gate.admit(fragment, event_time, before)
@@ -501,7 +504,7 @@ class SessionEngine:
         if self._stream_time_ms is None:
             return []  # several producers, and the slowest has no clock yet
         # Even without a new stream time, a fragment (an END) can be final at once.
-        line = self._stream_time_ms - self.timing.grace_ms
+        line = self._stream_time_ms - self._grace_ms
         final = self._open.due(line, self.processor, self._gate)
         if final is None:
             return []

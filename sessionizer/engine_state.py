@@ -72,6 +72,8 @@ REBUILT: Final = (
     "stream",
     "processor",
     "timing",
+    "_grace_ms",
+    "_max_lead_ms",
     "_own_timestamp",
     "_own_is_end",
     "_epoch",

@@ -130,16 +130,20 @@ class OpenSessions:
 
     def schedule(self, timeline: KeyTimeline) -> None:
         """Make sure the queues fire for the key's next deadline and its next member to fold."""
+        # Each slot read once: `KeyTimeline` is a Python class, so compiled, every read of
+        # one is a lookup by name (benchmarks/HOT_PATH.md, round 12).
         deadline = next_deadline(timeline, self._limits)
-        if deadline is not None and (
-            timeline.deadline_due is None or deadline < timeline.deadline_due
-        ):
-            timeline.deadline_due = deadline
-            self._deadlines.add(deadline, timeline.key)
+        if deadline is not None:
+            due = timeline.deadline_due
+            if due is None or deadline < due:
+                timeline.deadline_due = deadline
+                self._deadlines.add(deadline, timeline.key)
         first = first_raw_ts(timeline)
-        if first is not None and (timeline.fold_due is None or first + 1 < timeline.fold_due):
-            timeline.fold_due = first + 1
-            self._folds.add(first + 1, timeline.key)
+        if first is not None:
+            fold = timeline.fold_due
+            if fold is None or first + 1 < fold:
+                timeline.fold_due = first + 1
+                self._folds.add(first + 1, timeline.key)
 
     def due(
         self, line: int, processor: StreamProcessor[Any], gate: KeyGate | None
