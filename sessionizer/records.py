@@ -27,6 +27,7 @@ from framework.kernel.frozen import native_slot_builder, slot_writers
 from framework.kernel.watermark import Watermark
 
 __all__ = [
+    "FIXED_FIELDS",
     "EngineCounters",
     "EngineOutput",
     "FinishedSession",
@@ -65,6 +66,19 @@ tests/unit/test_native_records.py holds the two to the same ids)."""
 
 
 Record: TypeAlias = Fragment | Watermark
+
+FIXED_FIELDS: Final = (
+    "session_id",
+    "key",
+    "stream",
+    "first_offset",
+    "last_offset",
+    "first_ts",
+    "last_ts",
+    "fragments",
+)
+"""The `FinishedSession` fields `to_dict` writes over the result's (then `truncated`, when
+set): what the native session JSON (`sessionizer.sinks`) reads from the slots."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, time
 from decimal import Decimal
 from json import encoder as json_encoder
@@ -30,8 +30,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from framework.kernel import compiled
 from framework.kernel.errors import InvalidArgument
+from framework.kernel.frozen import slot_descriptors
 from sessionizer.errors import SessionError, SinkError
-from sessionizer.records import FinishedSession
+from sessionizer.records import FIXED_FIELDS, FinishedSession
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -47,6 +48,7 @@ __all__ = [
     "UnsendableSession",
     "encode_session",
     "json_fallback",
+    "native_session_json",
     "session_reference",
 ]
 
@@ -241,6 +243,22 @@ the same bytes for the plain values it handles, None for the rest, which `_sessi
 the reference, encodes (tests/unit/test_native_json.py)."""
 
 
+def native_session_json(native: Any) -> Callable[[FinishedSession], bytes | None]:
+    """`native.session_json(session.to_dict())`, read from the session's slots without
+    building the dict (it cost as much as the JSON: benchmarks/HOT_PATH.md, round 12);
+    `native` is the build's `_sessionizer_json`."""
+    names = [item.name for item in fields(FinishedSession)]
+    slots = dict(zip(names, slot_descriptors(FinishedSession), strict=True))
+    fixed = [(name, slots[name]) for name in FIXED_FIELDS]
+    encode: Callable[[FinishedSession], bytes | None] = native.SessionJson(
+        slots["result"], slots["truncated"], fixed
+    )
+    return encode
+
+
+_NATIVE_SESSION_JSON: Final = None if _NATIVE_JSON is None else native_session_json(_NATIVE_JSON)
+
+
 def _session_json(value: dict[str, Any]) -> str:
     """`_SESSION_JSON.encode(value)`, through CPython's C encoder called directly.
 
@@ -266,9 +284,11 @@ def encode_session(
     cannot express at all (map keys of mixed types, NaN, a cycle) and a record
     over `max_bytes`; the same on every replay of the session.
     """
-    data = session.to_dict()
-    value = None if _NATIVE_JSON is None else _NATIVE_JSON.session_json(data)
+    value = None if _NATIVE_SESSION_JSON is None else _NATIVE_SESSION_JSON(session)
+    if value is None and _NATIVE_JSON is not None:  # its result is not a plain dict, say
+        value = _NATIVE_JSON.session_json(session.to_dict())
     if value is None:
+        data = session.to_dict()
         try:
             text = _session_json(data)
         except (TypeError, ValueError, RecursionError) as exc:

@@ -4,6 +4,8 @@ The property: for any value, `session_json` either gives it back (None: the Pyth
 encoder decides, its fallback for sets, dates and decimals and its errors included)
 or returns exactly the bytes the reference writes.  And it gives back none of the
 real sessions `WebSessions` makes of the apache log: those are its reason to exist.
+`SessionJson` writes the same bytes from a `FinishedSession`'s slots as the reference
+does from its `to_dict()`, or gives the session back.
 tests/unit/test_session_json.py runs on the compiled path too (test_hot_path_compiled.py),
 where `encode_session` uses it.
 """
@@ -26,7 +28,8 @@ from framework.testing.hot_path_runs import load_native, printed_on
 from router.formats import parse_file
 from sessionizer import FinishedSession, Fragment, SessionEngine, Watermark
 from sessionizer.examples import WebSessions
-from sessionizer.sinks import _session_json
+from sessionizer.records import FIXED_FIELDS
+from sessionizer.sinks import _session_json, native_session_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -173,3 +176,65 @@ def test_the_sink_writes_with_the_native_path_when_it_runs_compiled(native: Any)
     script = "from sessionizer import sinks; print(sinks._NATIVE_JSON is not None)"
     assert printed_on("compiled", script) == "True"
     assert printed_on("python", script) == "False"
+
+
+# `SessionJson`: the same bytes straight from a `FinishedSession`'s slots.
+FIXED_OR_NOT = st.sampled_from([*FIXED_FIELDS, "truncated", "result"]) | st.text(max_size=8)
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+def _sessions(values: Any) -> Any:
+    return st.builds(
+        FinishedSession,
+        st.text(max_size=12), st.text(max_size=12), st.text(max_size=12),
+        INT64, INT64, INT64, INT64, st.integers(0, 2**70),
+        st.dictionaries(FIXED_OR_NOT, values, max_size=8), st.booleans(),
+    )  # fmt: skip
+
+
+def session_agrees(native: Any, session: FinishedSession) -> bool:
+    """Assert the property of the session's own encoder; True if it encoded the session."""
+    fast = native_session_json(native)(session)
+    if fast is None:
+        return False
+    assert type(fast) is bytes
+    assert fast == reference(session.to_dict())
+    return True
+
+
+@FUZZ
+@given(_sessions(_PLAIN_VALUES))
+def test_a_session_of_plain_values_encodes_from_its_slots(
+    native: Any, session: FinishedSession
+) -> None:
+    """Result keys named like the fixed fields (or `truncated`) lose to them, as in `to_dict`."""
+    assert session_agrees(native, session)  # hypothesis text has no lone surrogates
+
+
+@FUZZ
+@given(_sessions(_ANY_VALUES))
+def test_any_session_encodes_from_its_slots_as_the_reference_or_goes_to_it(
+    native: Any, session: FinishedSession
+) -> None:
+    session_agrees(native, session)
+
+
+def test_what_the_slots_encoder_gives_back(native: Any) -> None:
+    def made(result: Any, key: str = "k") -> FinishedSession:
+        return FinishedSession("s:1:ab", key, "s", 1, 2, 3, 4, 5, result)
+
+    for session in (
+        made(OrderedDict(a=1)),  # not a plain dict: `to_dict` makes one
+        made({1: "an integer key"}),
+        made({"\udc80": 1}),
+        made({"v": {"set"}}),
+        made({}, key="\ud800"),
+    ):
+        assert native_session_json(native)(session) is None, session
+    with pytest.raises(TypeError, match="member descriptor"):
+        native.SessionJson(FinishedSession.result, property(), [])
+
+
+def test_every_real_session_encodes_from_its_slots(native: Any) -> None:
+    for session in _real_sessions():
+        assert session_agrees(native, session), session.session_id
