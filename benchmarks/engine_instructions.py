@@ -1,7 +1,7 @@
 """Instructions per fragment of the compiled engine, counted by valgrind, against other checkouts.
 
     .venv/bin/python -m benchmarks.engine_instructions [--fragments 5000]
-        [--processor web|noop] [--against DIR ...]
+        [--processor web|noop] [--stage engine|sink] [--against DIR ...]
 
 Wall and CPU times on a shared 2-core machine move by up to 40 % between runs of the
 same code (benchmarks/HOT_PATH.md, round 8), more than most changes to the engine.
@@ -14,6 +14,12 @@ Python's collector off (when it runs depends on everything allocated before, not
 the engine: two scripts over the same tree counted 48,363 and 51,054 with it on) the
 same tree counts the same to the instruction.  `web` is `WebSessions` (the user's hooks
 included), `noop` hooks that do nothing (the engine alone).
+
+`--stage sink` counts `sessionizer.sinks.encode_session` instead, over the finished
+sessions of the same pass (the engine's pass is not counted): the encoding is called
+through `map`, and only inside `map_next` is counted (the map's own share, a few
+instructions a session, is the same in every tree).  It prints instructions per
+fragment and per session.
 
 Needs valgrind and a usable compiled build in every tree (`deploy/build_compiled.py`);
 a tree without one is refused, not counted on the Python path.  Each tree runs its
@@ -38,6 +44,8 @@ __all__ = ["child_command", "child_env", "count", "main"]
 ROOT = Path(__file__).resolve().parents[1]
 SYMBOL = "CPyPy_engine___SessionEngine___process"
 """The compiled `SessionEngine.process` as Python calls it: what is counted."""
+SYMBOLS = {"engine": SYMBOL, "sink": "map_next"}
+"""What each stage counts inside (`sink`: the `map` that calls `encode_session`)."""
 
 
 # Runs in the tree under test, as `python -c`: an older checkout has no module of this.
@@ -50,21 +58,32 @@ from framework.kernel import compiled
 from sessionizer.examples import WebSessions
 
 fragments, processor = int(sys.argv[1]), sys.argv[2]
+stage = sys.argv[3] if len(sys.argv) > 3 else "engine"
 choice = compiled.choice()
 if choice.path != "compiled":
     sys.exit(f"no usable compiled build ({choice.reason})")
 engines = current_engines()
 records = plans._records(plans._plan(plans._parsed()[1], fragments), engines)
 make = WebSessions if processor == "web" else plans.NoOpSessions
+if stage == "sink":
+    from sessionizer.sinks import encode_session
+
+    engine = engines.engine(plans.STREAM, make())
+    made = [out for record in records for out in engine.process(record)]
+    sessions = [out for out in made if isinstance(out, engines.session)]
+    print(f"sessions={len(sessions)}")
 gc.collect()
 gc.disable()  # when the collector runs depends on the heap's history, not on the engine
-plans._run(engines, records, make, "engine")
+if stage == "sink":
+    list(map(encode_session, sessions))
+else:
+    plans._run(engines, records, make, "engine")
 """
 
 
-def child_command(fragments: int, processor: str) -> list[str]:
+def child_command(fragments: int, processor: str, stage: str = "engine") -> list[str]:
     """The counted run: one pass of the plan, in the tree it is started in."""
-    return [sys.executable, "-c", _CHILD, str(fragments), processor]
+    return [sys.executable, "-c", _CHILD, str(fragments), processor, stage]
 
 
 def child_env(tree: Path) -> dict[str, str]:
@@ -77,17 +96,17 @@ def child_env(tree: Path) -> dict[str, str]:
     }
 
 
-def count(tree: Path, fragments: int, processor: str) -> int:
-    """Instructions inside the compiled `process` for one pass over `fragments`."""
+def count(tree: Path, fragments: int, processor: str, stage: str = "engine") -> tuple[int, int]:
+    """(instructions inside the stage for one pass over `fragments`, sessions encoded)."""
     with tempfile.TemporaryDirectory(prefix="engine-instructions-") as scratch:
         out = Path(scratch) / "callgrind.out"
         command = [
             "valgrind",
             "--tool=callgrind",
             "--collect-atstart=no",
-            f"--toggle-collect={SYMBOL}",
+            f"--toggle-collect={SYMBOLS[stage]}",
             f"--callgrind-out-file={out}",
-            *child_command(fragments, processor),
+            *child_command(fragments, processor, stage),
         ]
         run = subprocess.run(
             command, cwd=tree, env=child_env(tree), capture_output=True, text=True, check=False
@@ -95,9 +114,10 @@ def count(tree: Path, fragments: int, processor: str) -> int:
         if run.returncode != 0:
             tail = "\n".join(run.stderr.strip().splitlines()[-5:])
             raise SystemExit(f"{tree}: the counted run failed ({run.returncode}):\n{tail}")
+        sessions = [int(line[9:]) for line in run.stdout.splitlines() if line[:9] == "sessions="]
         for line in out.read_text().splitlines():
             if line.startswith("totals:"):
-                return int(line.split()[1])
+                return int(line.split()[1]), sessions[0] if sessions else 0
     raise SystemExit(f"{tree}: callgrind wrote no totals")
 
 
@@ -106,6 +126,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--fragments", type=int, default=5_000)
     parser.add_argument("--processor", choices=["web", "noop"], default="web")
+    parser.add_argument("--stage", choices=sorted(SYMBOLS), default="engine")
     parser.add_argument("--against", nargs="*", default=[], help="other checkouts to count")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
@@ -113,21 +134,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     trees = [ROOT, *(Path(tree).resolve() for tree in args.against)]
     for tree in trees:
-        progress(f"counting {tree} ({args.fragments:,} fragments, {args.processor})...")
-        total = count(tree, args.fragments, args.processor)
+        progress(
+            f"counting {tree} ({args.fragments:,} fragments, {args.processor}, {args.stage})..."
+        )
+        total, sessions = count(tree, args.fragments, args.processor, args.stage)
         rows.append(
             {
                 "tree": str(tree),
                 "commit": tree_commit(tree),
                 "processor": args.processor,
+                "stage": args.stage,
                 "instructions_per_fragment": total // args.fragments,
+                "instructions_per_session": total // sessions if sessions else None,
             }
         )
     for row in rows:
         row["vs_this_tree"] = (
             row["instructions_per_fragment"] / rows[0]["instructions_per_fragment"]
         )
-    columns = ["tree", "commit", "processor", "instructions_per_fragment", "vs_this_tree"]
+    columns = ["tree", "commit", "processor", "stage", "instructions_per_fragment"]
+    columns += (
+        ["instructions_per_session", "vs_this_tree"] if args.stage == "sink" else ["vs_this_tree"]
+    )
     print_table(rows, columns)
     payload = {"fragments": args.fragments, "rows": rows}
     progress(f"results written to {write_json('engine_instructions', payload)}")

@@ -10,9 +10,14 @@ from framework.kernel import compiled
 from framework.testing.hot_path_runs import require_compiled
 
 
-def _child(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _child(env: dict[str, str], stage: str = "engine") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        child_command(60, "noop"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        child_command(60, "noop", stage),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -22,6 +27,15 @@ def test_the_counted_run_passes_the_plan_through_the_compiled_engine() -> None:
     if "no usable compiled build" in run.stderr:
         require_compiled(run.stderr.strip())
     assert run.returncode == 0, run.stderr
+
+
+def test_the_sink_stage_encodes_the_sessions_of_the_pass_and_says_how_many() -> None:
+    run = _child(child_env(ROOT), "sink")
+    if "no usable compiled build" in run.stderr:
+        require_compiled(run.stderr.strip())
+    assert run.returncode == 0, run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("sessions=")]
+    assert int(line.removeprefix("sessions=")) > 0
 
 
 def test_a_tree_without_a_compiled_build_is_refused_not_counted_on_python(
