@@ -27,7 +27,7 @@ what was read, never on when commits happened: the engine compares it with
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from heapq import heappop, heappush  # not `heapq.`: compiled, a module lookup per call
+from heapq import heapify, heappop, heappush  # not `heapq.`: compiled, a module lookup per call
 from typing import Any, Final
 
 from state.record import IgnoreEntry
@@ -146,10 +146,7 @@ class SafeOffsetTracker:
         Exactly the sum of `entry_bytes` over the finished sessions with `last_offset >=
         safe_offset`: a function of the records read so far, whatever was committed.
         """
-        safe = self.safe_offset
-        heap = self._entry_heap
-        while heap and heap[0][0] < safe:
-            self._entry_bytes -= heappop(heap)[1]
+        self._drop_entry_bytes_below(self.safe_offset)
         return self._entry_bytes
 
     def over_budget(self, budget: int) -> bool:
@@ -234,6 +231,13 @@ class SafeOffsetTracker:
         self._skippable = _entries_from(self._skippable, safe)
         self._finished_count = sum(len(group) for group in self._finished.values())
         self._prune_at = 2 * self._finished_count + _PRUNE_SLACK
+        # `over_budget` leaves the sum's entries alone while it is within budget: they go
+        # here, on the same schedule, so they never outnumber the finished entries kept
+        # (filtered and re-heaped: popping them one by one costs a log factor more).
+        kept = [item for item in self._entry_heap if item[0] >= safe]
+        heapify(kept)
+        self._entry_heap = kept
+        self._entry_bytes = sum(cost for _, cost in kept)
 
     def export_state(self, opened_before: OpenedBefore) -> list[Any]:
         """Everything the tracker holds, as msgpack-able data (a handover, DESIGN section 5).
@@ -286,6 +290,12 @@ class SafeOffsetTracker:
         size = entry_bytes(entry)
         heappush(self._entry_heap, (entry.last_offset, size))
         self._entry_bytes += size
+
+    def _drop_entry_bytes_below(self, safe: int) -> None:
+        """Take the entries that lie wholly before `safe` out of `ignore_bytes()`' sum."""
+        heap = self._entry_heap
+        while heap and heap[0][0] < safe:
+            self._entry_bytes -= heappop(heap)[1]
 
     def _push_holder(self, offset: int) -> None:
         heappush(self._holders, offset)

@@ -253,3 +253,18 @@ def test_over_budget_still_lets_a_bounded_hold_go_at_the_same_record() -> None:
     for tracker in trackers:  # let go already: a later holder before the bound cannot hold it
         _open(tracker, "c", 5, 20)
         assert tracker.safe_offset == 5
+
+
+def test_finished_entries_under_budget_do_not_pile_up() -> None:
+    """Asked only `over_budget` (far under budget), the tracker still drops the entries of
+    sessions wholly before the safe offset, on the finished sessions' prune schedule: what
+    it holds (and a handover carries) stays bounded by the live entries, not by the budget."""
+    tracker = SafeOffsetTracker()
+    for offset in range(5000):
+        _open(tracker, f"visitor-{offset}", offset, None)
+        tracker.session_finished(offset, IgnoreEntry(f"visitor-{offset}", 0, 0, offset, offset))
+        tracker.advance(offset + 1, stream_time_ms=offset)
+        assert not tracker.over_budget(IGNORE_LIST_BUDGET_BYTES)
+    heap = tracker.export_state(_before)[4]
+    assert len(heap) <= 2 * 1024  # the prune schedule's slack: none of them is live
+    assert tracker.ignore_bytes() == 0
