@@ -285,15 +285,16 @@ def encode_session(
     over `max_bytes`; the same on every replay of the session.
     """
     value = None if _NATIVE_SESSION_JSON is None else _NATIVE_SESSION_JSON(session)
-    if value is None and _NATIVE_JSON is not None:  # its result is not a plain dict, say
-        value = _NATIVE_JSON.session_json(session.to_dict())
-    if value is None:
+    if value is None:  # its result is not a plain dict, say, or holds what JSON has no type for
         data = session.to_dict()
-        try:
-            text = _session_json(data)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise UnsendableSession("session-unencodable", f"{type(exc).__name__}: {exc}") from exc
-        value = text.encode()  # ensure_ascii: plain ASCII
+        value = None if _NATIVE_JSON is None else _NATIVE_JSON.session_json(data)
+        if value is None:
+            try:
+                text = _session_json(data)
+            except (TypeError, ValueError, RecursionError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                raise UnsendableSession("session-unencodable", reason) from exc
+            value = text.encode()  # ensure_ascii: plain ASCII
     if len(value) > max_bytes:
         raise UnsendableSession(
             "session-too-large", f"{len(value)} bytes of JSON, over the limit of {max_bytes}"

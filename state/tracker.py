@@ -146,7 +146,10 @@ class SafeOffsetTracker:
         Exactly the sum of `entry_bytes` over the finished sessions with `last_offset >=
         safe_offset`: a function of the records read so far, whatever was committed.
         """
-        self._drop_entry_bytes_below(self.safe_offset)
+        safe = self.safe_offset
+        heap = self._entry_heap
+        while heap and heap[0][0] < safe:
+            self._entry_bytes -= heappop(heap)[1]
         return self._entry_bytes
 
     def over_budget(self, budget: int) -> bool:
@@ -290,12 +293,6 @@ class SafeOffsetTracker:
         size = entry_bytes(entry)
         heappush(self._entry_heap, (entry.last_offset, size))
         self._entry_bytes += size
-
-    def _drop_entry_bytes_below(self, safe: int) -> None:
-        """Take the entries that lie wholly before `safe` out of `ignore_bytes()`' sum."""
-        heap = self._entry_heap
-        while heap and heap[0][0] < safe:
-            self._entry_bytes -= heappop(heap)[1]
 
     def _push_holder(self, offset: int) -> None:
         heappush(self._holders, offset)
