@@ -1,7 +1,7 @@
 """Instructions per fragment of the compiled engine, counted by valgrind, against other checkouts.
 
     .venv/bin/python -m benchmarks.engine_instructions [--fragments 5000]
-        [--processor web|noop] [--stage engine|sink] [--against DIR ...]
+        [--processor web|noop] [--stage engine|sink|producer|encoding] [--against DIR ...]
 
 Wall and CPU times on a shared 2-core machine move by up to 40 % between runs of the
 same code (benchmarks/HOT_PATH.md, round 8), more than most changes to the engine.
@@ -20,6 +20,12 @@ sessions of the same pass (the engine's pass is not counted): the encoding is ca
 through `map`, and only inside `map_next` is counted (the map's own share, a few
 instructions a session, is the same in every tree).  It prints instructions per
 fragment and per session.
+
+`--stage producer` counts `StreamProducer.send` over the apache workload's fragments
+(`benchmarks.workload`, as `producer_workloads` sends them; 64 streams, confluent-kafka
+with librdkafka's `produce` a no-op, so the client's own work is not counted), and
+`--stage encoding` the same fragments through `producer_workloads`' bare + encoding
+loop, one fragment a call: what the producer adds is the difference.
 
 Needs valgrind and a usable compiled build in every tree (`deploy/build_compiled.py`);
 a tree without one is refused, not counted on the Python path.  Each tree runs its
@@ -44,8 +50,14 @@ __all__ = ["child_command", "child_env", "count", "main"]
 ROOT = Path(__file__).resolve().parents[1]
 SYMBOL = "CPyPy_engine___SessionEngine___process"
 """The compiled `SessionEngine.process` as Python calls it: what is counted."""
-SYMBOLS = {"engine": SYMBOL, "sink": "map_next"}
-"""What each stage counts inside (`sink`: the `map` that calls `encode_session`)."""
+SYMBOLS = {
+    "engine": SYMBOL,
+    "sink": "map_next",
+    "producer": "filter_next",
+    "encoding": "filter_next",
+}
+"""What each stage counts inside (`sink`: the `map` that calls `encode_session`; the
+producer stages: the `filter` that sends each fragment)."""
 
 
 # Runs in the tree under test, as `python -c`: an older checkout has no module of this.
@@ -62,6 +74,43 @@ stage = sys.argv[3] if len(sys.argv) > 3 else "engine"
 choice = compiled.choice()
 if choice.path != "compiled":
     sys.exit(f"no usable compiled build ({choice.reason})")
+if stage in ("producer", "encoding"):
+    import framework.kafka.confluent as client
+    from benchmarks.workload import load
+    from router.hashing import stream_for_key
+    from router.naming import stream_name
+    from router.producer import ProducerConfig, StreamProducer
+    from router.wire import encode_fragment
+
+    class NoBroker:  # librdkafka's producer, minus the broker: `produce` does nothing
+        def __init__(self, *args, **kwargs): pass
+        def produce(self, *args, **kwargs): return None
+        def flush(self, *args): return 0
+        def poll(self, *args): return 0
+        def purge(self, *args): pass
+
+    client.Producer = NoBroker
+    parsed = load("apache", fragments).fragments
+    config = ProducerConfig("127.0.0.1:1", "bench", 64, kafka_client="confluent")
+    producer = StreamProducer(config, verify=False)
+    topics = [stream_name(config.app, i) for i in range(config.num_streams)]
+    produce, routes = NoBroker().produce, {}
+
+    def encoding(f):  # benchmarks.producer_workloads' bare + encoding, one fragment
+        topic = routes.get(f.key)
+        if topic is None:
+            topic = routes[f.key] = topics[stream_for_key(f.key, config.num_streams)]
+        key, value = encode_fragment(f)
+        produce(topic, value, key, 0, timestamp=f.timestamp_ms)
+
+    step = producer.send if stage == "producer" else encoding
+    gc.collect()
+    gc.disable()
+    list(filter(step, parsed))  # `send` returns None: nothing is kept
+    if stage == "producer":
+        producer.flush()
+        print(f"sent={producer.stats.sent} watermarks={producer.stats.watermarks}")
+    sys.exit(0)
 engines = current_engines()
 records = plans._records(plans._plan(plans._parsed()[1], fragments), engines)
 make = WebSessions if processor == "web" else plans.NoOpSessions

@@ -7,7 +7,8 @@ does nothing, so what is timed is the project's frames around it, per record, in
 CPU ns (best of `--rounds`, paths interleaved):
 
 - `produce alone`: the no-op called as the bare producer calls `produce`;
-- `fragments (topic_sender)`: how `StreamProducer` sends a fragment;
+- `fragments (FragmentPath.queue)`: how `StreamProducer` sends an encoded fragment
+  (`router.fragment_path`: the client's `topic_sender`, the count, the watermark policy);
 - `watermarks (transport send)`: the general path (`KafkaTransport.send`, then the
   client layer's `send`), which watermarks and markers take;
 - `sink (send with a token)`: how a node's sink sends a finished session.
@@ -46,7 +47,7 @@ def _paths(records: int) -> dict[str, Callable[[], None]]:
     sink = ConfluentProducer({"bootstrap.servers": "127.0.0.1:1"})
     for client in (producer._transport._producer, sink):  # type: ignore[attr-defined]
         client._produce = _noop
-    producer._send_fragment = producer._transport.fragment_sender()  # bound to the no-op now
+    producer._path = producer._fragment_path(64)  # over the no-op now
     items = [(i % 64, b"k%d" % i, b"v" * 200, 1_700_000_000_000 + i) for i in range(records)]
     token = _Token()
 
@@ -55,9 +56,9 @@ def _paths(records: int) -> dict[str, Callable[[], None]]:
             _noop("bench.stream.0001", value, key, 0, timestamp=stamp)
 
     def fragments() -> None:
-        send = producer._send_fragment
+        queue = producer._path.queue
         for stream, key, value, stamp in items:
-            send(stream, key, value, stamp)
+            queue(stream, key, value, stamp)
 
     def watermarks() -> None:
         send = producer._transport.send
@@ -71,7 +72,7 @@ def _paths(records: int) -> dict[str, Callable[[], None]]:
 
     return {
         "produce alone": produce_alone,
-        "fragments (topic_sender)": fragments,
+        "fragments (FragmentPath.queue)": fragments,
         "watermarks (transport send)": watermarks,
         "sink (send with a token)": sink_path,
     }

@@ -3,6 +3,12 @@
 The hash and naming rules are a cross-language contract, documented in docs/routing.md.
 """
 
+from framework.kernel.compiled import package_path
+
+# SESSIONIZER_HOT_PATH=compiled: the mypyc build's modules of this package (the producer's
+# per-fragment path) are found first (framework.kernel.compiled); before anything else.
+__path__ = package_path(__name__, __path__)
+
 from router.errors import (
     MalformedLine,
     MalformedReason,

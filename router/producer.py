@@ -16,21 +16,20 @@ old stream, then routing by the new count (`switch`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Literal, NamedTuple
 
 import structlog
 
-from framework.kafka.errors import SendFailed
 from framework.kernel.errors import InvalidSetting
 from framework.kernel.limits import MAX_EVENT_TIME_MS
 from framework.kernel.transport import KAFKA_CLIENTS, KafkaClient
 from framework.kernel.watermark import JOINED, LEFT, Marker, Watermark
 from router.errors import ProduceFailed
 from router.fragment import ParsedFragment
-from router.hashing import stream_for_key
+from router.fragment_path import FragmentPath
 from router.naming import stream_name
 from router.producer_registry import ProducerRegistry
 from router.producer_transport import open_transport
@@ -52,7 +51,6 @@ _log = structlog.get_logger("sessionizer.producer")
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
 DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
 """No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
-_ROUTE_CACHE_SIZE = 1 << 17  # session keys whose stream is remembered (cleared when full)
 _POLL_EVERY = 256  # fragments between looks at the producer registry (itself throttled)
 
 
@@ -175,6 +173,11 @@ class StreamProducer:
     not wait for it one topic at a time.
     """
 
+    send: Callable[[ParsedFragment], None]
+    """Send one fragment to its stream (asynchronously; see `flush`); raises
+    `MalformedLine` for a fragment that cannot be encoded.  It is the compiled
+    `FragmentPath.send` itself (`router.fragment_path`): no frame of the producer's own."""
+
     def __init__(
         self,
         config: ProducerConfig,
@@ -189,10 +192,7 @@ class StreamProducer:
         self._policy = WatermarkPolicy(
             config.num_streams, config.watermark_interval_ms, announce_start=named
         )
-        self._routes: dict[str, int] = {}
-        self._unsettled = 0  # fragments sent since the last flush
         self._registry = registry if named else None
-        self._countdown = _POLL_EVERY
         self._done = False  # a named producer wrote its end of input or its own `left`
         self._verify = verify
         self._resized = 0  # the latest resize epoch this producer follows
@@ -205,8 +205,7 @@ class StreamProducer:
             self._transport.close(timeout=0)
             raise
         self._send = self._transport.send
-        self._send_fragment = self._transport.fragment_sender()
-        self._observe = self._policy.fragment  # -> the streams to watermark now
+        self._path = self._fragment_path(config.num_streams)
         if named:
             try:
                 self._join()
@@ -217,34 +216,30 @@ class StreamProducer:
     def encode(self, fragment: ParsedFragment) -> EncodedFragment:
         """Route and encode a fragment; raises `MalformedLine("unencodable")`."""
         key, value = encode_fragment(fragment)
-        return EncodedFragment(self._route(fragment.key), key, value, fragment.timestamp_ms)
-
-    def send(self, fragment: ParsedFragment) -> None:
-        """Send one fragment to its stream (asynchronously; see `flush`)."""
-        key, value = encode_fragment(fragment)
-        stream = self._routes.get(fragment.key)
-        if stream is None:
-            stream = self._route(fragment.key)
-        self._queue(stream, key, value, fragment.timestamp_ms)
+        return EncodedFragment(self._path.route(fragment.key), key, value, fragment.timestamp_ms)
 
     def send_encoded(self, fragment: EncodedFragment) -> None:
         """Send a fragment `encode` prepared."""
-        self._queue(*fragment)
+        self._path.queue(*fragment)
 
-    def _queue(self, stream: int, key: bytes, value: bytes, timestamp: int) -> None:
-        """Queue a fragment, then the watermarks it makes due, and the peers' check."""
-        try:  # the client's own call one frame down (benchmarks/HOT_PATH.md)
-            self._send_fragment(stream, key, value, timestamp)
-        except SendFailed as exc:
-            raise self._transport.refused(stream, exc) from exc
-        self._unsettled += 1
-        lagging = self._observe(stream, timestamp)
-        if lagging:
-            self.send_watermark(self._policy.clock_ms, streams=lagging)
-        if self._registry is not None:
-            self._countdown -= 1
-            if self._countdown <= 0:
-                self._check_producers()
+    def _fragment_path(self, num_streams: int) -> FragmentPath:
+        """The per-fragment path over the current transport and policy; `send` is its `send`."""
+        transport = self._transport
+        path = FragmentPath(
+            num_streams,
+            transport.fragment_sender(),
+            self._policy,
+            transport.refused,
+            self._watermark_lagging,
+            on_poll=None if self._registry is None else self._check_producers,
+            poll_every=_POLL_EVERY,
+        )
+        self.send = path.send
+        return path
+
+    def _watermark_lagging(self, streams: Sequence[int]) -> None:
+        """A watermark at the clock to the streams the policy found lagging."""
+        self.send_watermark(self._policy.clock_ms, streams=streams)
 
     def send_watermark(
         self,
@@ -293,8 +288,8 @@ class StreamProducer:
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record is acknowledged; raise `ProduceFailed` if any failed."""
         fragment_failures, failures = self._transport.flush(timeout)
-        self.stats.sent += self._unsettled - fragment_failures
-        self._unsettled = 0
+        self.stats.sent += self._path.unsettled - fragment_failures
+        self._path.unsettled = 0
         if failures:
             raise ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
 
@@ -367,13 +362,12 @@ class StreamProducer:
             raise
         self._transport.close()
         self.config, self._transport, self._send = config, transport, transport.send
-        self._send_fragment = transport.fragment_sender()
         policy = WatermarkPolicy(count, config.watermark_interval_ms, announce_start=True)
         policy.fragments_count = self._policy.fragments_count
         if self._policy.clock_ms >= 0:
             policy.fragment(0, self._policy.clock_ms)  # starts every stream at the clock
-        self._policy, self._observe = policy, policy.fragment
-        self._routes.clear()
+        self._policy = policy
+        self._path = self._fragment_path(count)  # after the flush: nothing unsettled
         if self._registry is not None:
             self._registry.streams_changed(topics)
 
@@ -394,7 +388,6 @@ class StreamProducer:
         """Look at the registry: peers change the watermark policy; the dead get `left`."""
         registry = self._registry
         assert registry is not None
-        self._countdown = _POLL_EVERY
         seen = registry.poll()
         # Alone, a fragment moves a stream's time; with peers only our watermarks move
         # our clock on a stream, so every stream gets one per interval.
@@ -410,12 +403,3 @@ class StreamProducer:
 
     def _clock(self) -> int | None:
         return self._policy.clock_ms if self._policy.clock_ms >= 0 else None
-
-    def _route(self, key: str) -> int:
-        """The key's stream, remembered: a session's fragments come in runs of the same key."""
-        stream = self._routes.get(key)
-        if stream is None:
-            if len(self._routes) >= _ROUTE_CACHE_SIZE:
-                self._routes.clear()
-            stream = self._routes[key] = stream_for_key(key, self.config.num_streams)
-        return stream

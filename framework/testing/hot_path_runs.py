@@ -8,7 +8,8 @@ stdin with pickled answers on its stdout.  `run` is a `StreamTask` over Kafka re
 crashed (rewound to its last commit) and handed over (`export_engine` /
 `restore_engine`) before given indexes, yielding the bytes a node writes: sessions
 (`encode_session`), dead letters (key, value, headers) and committed states
-(`StreamState.encode`).
+(`StreamState.encode`); `produce` is a `StreamProducer` over an in-memory transport,
+returning what it sends.
 """
 
 from __future__ import annotations
@@ -77,6 +78,34 @@ def run(scenario: Any, records: list[Any], events: dict[int, str]) -> list[bytes
     return list(_outputs(scenario, records, events))
 
 
+def produce(
+    fragments: list[Any], num_streams: int, interval_ms: int, refuse: set[int]
+) -> list[Any]:
+    """What `StreamProducer` sends for `fragments` (`send`, or `encode` + `send_encoded` for
+    every other one): its records in order, and each fragment it refused with the error."""
+    from framework.testing.producer import RecordingTransport
+    from router.errors import MalformedLine, ProduceFailed
+    from router.producer import ProducerConfig, StreamProducer
+
+    transport = RecordingTransport(refuse_streams=refuse)
+    config = ProducerConfig("memory:1", "app", num_streams, watermark_interval_ms=interval_ms)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("router.producer.open_transport", lambda config, topics: transport)
+        producer = StreamProducer(config)
+    sent: list[Any] = []
+    for index, fragment in enumerate(fragments):
+        try:
+            if index % 2:
+                producer.send_encoded(producer.encode(fragment))
+            else:
+                producer.send(fragment)
+        except (MalformedLine, ProduceFailed) as exc:
+            sent.append((index, type(exc).__name__, str(exc)))
+    producer.end_of_input()
+    sent += [*transport.records, producer.stats.as_dict(), producer.stats.watermarks]
+    return sent
+
+
 def hello() -> tuple[str, str, dict[str, str]]:
     """(the path this process runs, why, where each compiled module was loaded from)."""
     chosen = compiled.choice()
@@ -137,7 +166,7 @@ def load_native(name: str) -> Any:
     require_native(problem)
 
 
-_CALLS: dict[str, Callable[..., Any]] = {"run": run, "hello": hello}
+_CALLS: dict[str, Callable[..., Any]] = {"run": run, "produce": produce, "hello": hello}
 
 
 class Worker:

@@ -45,3 +45,13 @@ def test_a_tree_without_a_compiled_build_is_refused_not_counted_on_python(
     run = _child(env)
     assert run.returncode != 0
     assert "no usable compiled build" in run.stderr
+
+
+def test_the_producer_stages_send_every_fragment_without_a_broker() -> None:
+    run = _child(child_env(ROOT), "producer")
+    if "no usable compiled build" in run.stderr:
+        require_compiled(run.stderr.strip())
+    assert run.returncode == 0, run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("sent=")]
+    assert line.split()[0] == "sent=60"
+    assert _child(child_env(ROOT), "encoding").returncode == 0

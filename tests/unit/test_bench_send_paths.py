@@ -18,7 +18,7 @@ def test_every_send_path_is_timed_without_a_broker(
     rows = json.loads((tmp_path / "send_paths.json").read_text())["rows"]
     assert [row["path"] for row in rows] == [
         "produce alone",
-        "fragments (topic_sender)",
+        "fragments (FragmentPath.queue)",
         "watermarks (transport send)",
         "sink (send with a token)",
     ]

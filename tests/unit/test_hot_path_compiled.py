@@ -38,11 +38,15 @@ ON_COMPILED = (
     "tests/unit/test_declarative_weblog.py",
     "tests/unit/test_wire.py",
     "tests/unit/test_session_json.py",
+    "tests/unit/test_producer.py",
+    "tests/unit/test_producer_watermarks.py",
+    "tests/unit/test_producer_ids.py",
+    "tests/unit/test_resize_producer.py",
     "tests/unit/test_hot_path_compiled.py::test_this_process_runs_the_path_it_asked_for",
 )
-"""The unit tests of the compiled modules, the wire decoder's and the session JSON's
-(their native fast paths run on the compiled path) and this file's check that they are
-compiled."""
+"""The unit tests of the compiled modules (the producer's too), the wire decoder's and the
+session JSON's (their native fast paths run on the compiled path) and this file's check
+that they are compiled."""
 LEFT_OUT = (
     # Crashes on random streams: the equivalence test runs them on both paths and compares
     # the bytes; here they would add 25 s to CI.

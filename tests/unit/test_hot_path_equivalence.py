@@ -17,6 +17,7 @@ mypyc or C compiler); with CI=true, or where a build could be made, it fails.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import msgpack
 import pytest
@@ -116,3 +117,34 @@ def test_both_paths_write_the_same_sessions_dead_letters_and_states(
     assert fast.call("run", scenario, records, events) == python.call(
         "run", scenario, records, events
     )
+
+
+@st.composite
+def producer_inputs(draw: st.DrawFn) -> list[ParsedFragment]:
+    """Fragments for `StreamProducer`: a few keys, event times that jump (watermarks fall
+    due), some unencodable (a field name not a string, an integer over 64 bits, an event
+    time out of range, a key over the limit)."""
+    fragments, clock = [], draw(st.integers(0, 2**41))
+    for _ in range(draw(st.integers(0, 60))):
+        clock = max(0, clock + draw(st.integers(-600_000, 3_000_000)))
+        key = draw(st.sampled_from(["a", "b", "c", "d", "é", "é" * 2049]))
+        fields: dict[Any, Any] = draw(st.dictionaries(st.text(max_size=4), _SCALARS, max_size=3))
+        if draw(st.integers(0, 9)) == 0:
+            fields[draw(st.sampled_from([1, b"x", None]))] = 1
+        stamp = clock if draw(st.integers(0, 19)) else draw(st.sampled_from([2**62, 2**50]))
+        fragments.append(ParsedFragment(key, stamp, fields))
+    return fragments
+
+
+@settings(max_examples=200, deadline=None)
+@given(producer_inputs(), st.integers(1, 5), st.integers(1, 1_200_000), st.sets(st.integers(0, 4)))
+def test_both_paths_send_the_same_records_and_watermarks(
+    workers: tuple[Worker, Worker],
+    fragments: list[ParsedFragment],
+    streams: int,
+    interval: int,
+    refuse: set[int],
+) -> None:
+    python, fast = workers
+    args = (fragments, streams, interval, refuse)
+    assert fast.call("produce", *args) == python.call("produce", *args)

@@ -1,0 +1,90 @@
+"""`FragmentPath`: what `StreamProducer` does for every fragment, in one object.
+
+Route (the key's stream, remembered), encode (`router.wire.encode_fragment`), queue on
+the client (the transport's `fragment_sender`, one call into the client), count, and
+ask the watermark policy; the rare events (a stream that lags, a look at the producer
+registry) go back to `StreamProducer` through the callbacks it gives.  Compiled on the
+hot path (`framework.kernel.compiled.MODULES`) with the watermark policy, so that a
+fragment costs the producer no interpreted frame of its own (benchmarks/HOT_PATH.md,
+round 13); the `.py` file is the reference and runs on the Python path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from framework.kafka.errors import SendFailed
+from framework.kafka.producer import TopicSend
+from router.errors import ProduceFailed
+from router.fragment import ParsedFragment
+from router.hashing import stream_for_key
+from router.watermarks import WatermarkPolicy
+from router.wire import encode_fragment
+
+__all__ = ["ROUTE_CACHE_SIZE", "FragmentPath"]
+
+ROUTE_CACHE_SIZE = 1 << 17
+"""Session keys whose stream is remembered (the cache is cleared when full)."""
+
+
+class FragmentPath:
+    """Routes, encodes and queues fragments for one stream count; counts them, marks time."""
+
+    def __init__(
+        self,
+        num_streams: int,
+        sender: TopicSend,
+        policy: WatermarkPolicy,
+        refused: Callable[[int, SendFailed], ProduceFailed],
+        on_lagging: Callable[[Sequence[int]], None],
+        on_poll: Callable[[], None] | None = None,
+        poll_every: int = 1,
+    ) -> None:
+        self._num_streams = num_streams
+        self._sender = sender
+        self._refused = refused
+        self._on_lagging = on_lagging
+        self._routes: dict[str, int] = {}
+        self.policy = policy
+        """The watermark policy every queued fragment is shown to."""
+        self.unsettled = 0
+        """Fragments queued since the producer's last flush."""
+        self._on_poll = on_poll  # every `poll_every` fragments: the producer registry's look
+        self._poll_every = poll_every
+        self._countdown = poll_every
+
+    def route(self, key: str) -> int:
+        """The key's stream, remembered: a session's fragments come in runs of the same key."""
+        routes = self._routes
+        stream = routes.get(key)
+        if stream is None:
+            if len(routes) >= ROUTE_CACHE_SIZE:
+                routes.clear()
+            stream = stream_for_key(key, self._num_streams)
+            routes[key] = stream
+        return stream
+
+    def send(self, fragment: ParsedFragment) -> None:
+        """Encode a fragment (`MalformedLine` if it cannot be), then queue it on its stream."""
+        key, value = encode_fragment(fragment)
+        name = fragment.key
+        stream = self._routes.get(name)
+        if stream is None:
+            stream = self.route(name)
+        self.queue(stream, key, value, fragment.timestamp_ms)
+
+    def queue(self, stream: int, key: bytes, value: bytes, timestamp_ms: int) -> None:
+        """Queue an encoded fragment, then the watermarks it makes due, and the registry's look."""
+        try:
+            self._sender(stream, key, value, timestamp_ms)
+        except SendFailed as exc:
+            raise self._refused(stream, exc) from exc
+        self.unsettled += 1
+        lagging = self.policy.fragment(stream, timestamp_ms)
+        if lagging:
+            self._on_lagging(lagging)
+        if self._on_poll is not None:
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self._countdown = self._poll_every
+                self._on_poll()
