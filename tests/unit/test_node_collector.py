@@ -44,7 +44,7 @@ def _collector_in_a_node(threshold: int | None) -> str:
 
 
 def test_a_node_freezes_start_up_and_scans_young_objects_less_often() -> None:
-    assert NodeConfig(CONNECTION).gc_threshold == 10_000
+    assert NodeConfig(CONNECTION).gc_threshold == 100_000
     assert _collector_in_a_node(10_000) == "10000 True"
 
 
