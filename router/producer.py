@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Literal, NamedTuple
+from weakref import WeakMethod
 
 import structlog
 
@@ -175,8 +176,9 @@ class StreamProducer:
 
     send: Callable[[ParsedFragment], None]
     """Send one fragment to its stream (asynchronously; see `flush`); raises
-    `MalformedLine` for a fragment that cannot be encoded.  It is the compiled
-    `FragmentPath.send` itself (`router.fragment_path`): no frame of the producer's own."""
+    `MalformedLine` for a fragment that cannot be encoded.  It is `FragmentPath.send`
+    itself (`router.fragment_path`, compiled on the hot path): no frame of the producer's
+    own."""
 
     def __init__(
         self,
@@ -230,8 +232,8 @@ class StreamProducer:
             transport.fragment_sender(),
             self._policy,
             transport.refused,
-            self._watermark_lagging,
-            on_poll=None if self._registry is None else self._check_producers,
+            _weakly(self._watermark_lagging),
+            on_poll=None if self._registry is None else _weakly(self._check_producers),
             poll_every=_POLL_EVERY,
         )
         self.send = path.send
@@ -403,3 +405,20 @@ class StreamProducer:
 
     def _clock(self) -> int | None:
         return self._policy.clock_ms if self._policy.clock_ms >= 0 else None
+
+
+def _weakly(method: Callable[..., None]) -> Callable[..., None]:
+    """`method`, called through a weak reference to its producer.
+
+    The producer holds its `FragmentPath` (`send` is the path's); a path holding the
+    producer's methods would make a cycle, and a producer let go without `close()` would
+    keep its client until the cyclic collector ran.
+    """
+    ref = WeakMethod(method)
+
+    def call(*args: object) -> None:
+        bound = ref()
+        if bound is not None:  # else the producer, and so this path, are being freed
+            bound(*args)
+
+    return call

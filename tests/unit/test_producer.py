@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -161,3 +163,18 @@ def test_the_end_of_input_is_written_once_every_fragment_is_acknowledged(
     assert len(ends) == STREAMS and ends[-1] == len(decoded) - 1
     assert sum(isinstance(r, ParsedFragment) for r in decoded[: ends[0]]) == len(fragments)
     assert ends[0] in transport.flushes, (ends[0], transport.flushes)
+
+
+def test_a_producer_let_go_is_freed_at_once_not_left_to_the_collector(
+    transport: RecordingTransport,
+) -> None:
+    # Its client is released with it: no reference cycle may wait for the cyclic collector.
+    producer = StreamProducer(_config(producer_id="p1"), registry=None)
+    producer.send(ParsedFragment("k", 1_000, {}))
+    gone = weakref.ref(producer)
+    gc.disable()
+    try:
+        del producer
+        assert gone() is None
+    finally:
+        gc.enable()
