@@ -7,7 +7,9 @@ types, timestamps, odd keys, a changed byte) a `StreamTask` on each path, crashe
 (rewound to its last commit) and handed over (`export_engine` / `restore_engine`) at
 the same random points, writes byte-identical sessions (`encode_session`), dead
 letters (key, value, headers: the stack trace too) and committed states
-(`StreamState.encode`).  The path is chosen per process, so each runs in a worker
+(`StreamState.encode`).  On random fragments (unencodable ones, refused streams, event
+times that jump) a `StreamProducer` on each path sends the same records, watermarks and
+errors.  The path is chosen per process, so each runs in a worker
 process (framework/testing/hot_path_runs.py) started with `SESSIONIZER_HOT_PATH` set.
 
 Without a build the compiled side skips only on a machine that cannot build it (no
