@@ -1,7 +1,8 @@
 """Instructions per fragment of the compiled engine, counted by valgrind, against other checkouts.
 
     .venv/bin/python -m benchmarks.engine_instructions [--fragments 5000]
-        [--processor web|noop] [--stage engine|sink|producer|encoding] [--against DIR ...]
+        [--processor web|noop] [--stage engine|task|sink|producer|encoding]
+        [--against DIR ...]
 
 Wall and CPU times on a shared 2-core machine move by up to 40 % between runs of the
 same code (benchmarks/HOT_PATH.md, round 8), more than most changes to the engine.
@@ -20,6 +21,10 @@ sessions of the same pass (the engine's pass is not counted): the encoding is ca
 through `map`, and only inside `map_next` is counted (the map's own share, a few
 instructions a session, is the same in every tree).  It prints instructions per
 fragment and per session.
+
+`--stage task` counts `framework.node.task.StreamTask.handle` over the same plan as wire
+records (`benchmarks.engine_throughput._wire`): what a node does per record after the
+fetch (decode, engine, the outputs' bookkeeping), with the task's own frames.
 
 `--stage producer` counts `StreamProducer.send` over the apache workload's fragments
 (`benchmarks.workload`, as `producer_workloads` sends them; 64 streams, confluent-kafka
@@ -55,9 +60,10 @@ SYMBOLS = {
     "sink": "map_next",
     "producer": "filter_next",
     "encoding": "filter_next",
+    "task": "filter_next",
 }
 """What each stage counts inside (`sink`: the `map` that calls `encode_session`; the
-producer stages: the `filter` that sends each fragment)."""
+producer stages and `task`: the `filter` that sends or handles each fragment)."""
 
 
 # Runs in the tree under test, as `python -c`: an older checkout has no module of this.
@@ -114,6 +120,16 @@ if stage in ("producer", "encoding"):
 engines = current_engines()
 records = plans._records(plans._plan(plans._parsed()[1], fragments), engines)
 make = WebSessions if processor == "web" else plans.NoOpSessions
+if stage == "task":
+    from framework.node.task import StreamTask
+    from state.record import StreamState
+
+    wire = plans._wire(plans._plan(plans._parsed()[1], fragments))
+    handle = StreamTask.resume(make(), StreamState.initial(plans.STREAM)).handle
+    gc.collect()
+    gc.disable()
+    list(filter(handle, wire))  # what a record produced is kept only while it is counted
+    sys.exit(0)
 if stage == "sink":
     from sessionizer.sinks import encode_session
 

@@ -55,3 +55,7 @@ def test_the_producer_stages_send_every_fragment_without_a_broker() -> None:
     (line,) = [line for line in run.stdout.splitlines() if line.startswith("sent=")]
     assert line.split()[0] == "sent=60"
     _counted("encoding")
+
+
+def test_the_task_stage_handles_the_plan_as_wire_records() -> None:
+    _counted("task")
