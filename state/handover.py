@@ -223,8 +223,11 @@ class HandoverPointers(Protocol):
         """The stream's pointer, if any."""
         ...
 
-    def resumed(self, stream: str, note: dict[str, Any]) -> None:
-        """Record how the stream was last resumed (`sessionizer status` shows it)."""
+    def resumed_many(
+        self, notes: Mapping[str, dict[str, Any]], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Record how each stream was last resumed (`sessionizer status` shows it), in as few
+        round trips as possible, within `timeout`; the outcome per stream (None: written)."""
         ...
 
 
@@ -380,6 +383,9 @@ class MemoryPointers:
         text = self.pointers.get(stream)
         return None if text is None else HandoverPointer.from_json(loads_object(text))
 
-    def resumed(self, stream: str, note: dict[str, Any]) -> None:
-        """Keep the note."""
-        self.notes[stream] = dict(note)
+    def resumed_many(
+        self, notes: Mapping[str, dict[str, Any]], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Keep the notes."""
+        self.notes.update((stream, dict(note)) for stream, note in notes.items())
+        return dict.fromkeys(notes)

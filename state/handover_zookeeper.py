@@ -4,10 +4,11 @@ The pointer is key `"handover"` of the JSON data of `active_streams/<stream>`
 (DESIGN section 4: "topic, created; later: last owner, handover pointer"), and
 key `"resumed"` says how the stream was last resumed (node, handover used or
 not, records replayed).  A write is a version-checked read-modify-write, so the
-registration's other fields are kept.  The pointers of one release are written
-together: their registrations are read in one pipelined round trip, then set in
-one version-checked multi-operation (per `BATCH_WRITES`); only a stream whose
-registration changed meanwhile costs a write of its own.
+registration's other fields are kept.  The pointers of one release, and the notes
+of one assignment, are written together: their registrations are read in one
+pipelined round trip, then set in one version-checked multi-operation (per
+`BATCH_WRITES`); only a stream whose registration changed meanwhile costs a write
+of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
@@ -31,22 +33,50 @@ __all__ = ["ZooKeeperPointers"]
 _ATTEMPTS: Final = 5
 
 
+@dataclass(frozen=True)
+class _Field:
+    """A key of the registration's JSON that `_update_many` sets, and how its failure reads."""
+
+    name: str
+    what: str
+    consequence: str
+
+
+_HANDOVER: Final = _Field("handover", "handover pointer", "the next owner replays")
+_RESUMED: Final = _Field("resumed", "resume note", "`sessionizer status` shows the previous one")
+
+
 class ZooKeeperPointers(StreamZnodes):
     """Handover pointers in the data of `<parent>/<stream>` (the `active_streams` znodes)."""
 
     def write(self, stream: str, pointer: HandoverPointer) -> None:
         """Store the pointer in the stream's registration; `StateError` if that fails."""
-        self._update(stream, "handover", pointer.to_json())
+        self._update(stream, _HANDOVER.name, pointer.to_json())
 
     def write_many(
         self, pointers: Mapping[str, HandoverPointer], timeout: float
     ) -> dict[str, StateError | None]:
         """Store the pointers in few round trips, within `timeout`; the outcome per stream."""
+        values = {stream: pointer.to_json() for stream, pointer in pointers.items()}
+        return self._update_many(_HANDOVER, values, timeout)
+
+    def resumed_many(
+        self, notes: Mapping[str, dict[str, Any]], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Record how each stream was last resumed (key `"resumed"`, for `sessionizer status`),
+        in few round trips, within `timeout`; the outcome per stream."""
+        return self._update_many(_RESUMED, notes, timeout)
+
+    def _update_many(
+        self, field: _Field, values: Mapping[str, Any], timeout: float
+    ) -> dict[str, StateError | None]:
+        """Set `field.name` in each stream's registration: the registrations read in one
+        pipelined round trip, then set in version-checked multi-operations."""
         deadline = time.monotonic() + timeout
         outcomes: dict[str, StateError | None] = {}
         sets: list[tuple[str, bytes, int]] = []
         try:
-            reads = {stream: self.client.get_async(self.path(stream)) for stream in pointers}
+            reads = {stream: self.client.get_async(self.path(stream)) for stream in values}
             for stream, pending in reads.items():
                 try:
                     data, stat = pending.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -54,20 +84,19 @@ class ZooKeeperPointers(StreamZnodes):
                     outcomes[stream] = _unregistered(stream, self.parent)
                     continue
                 fields = _fields(data)
-                fields["handover"] = pointers[stream].to_json()
+                fields[field.name] = values[stream]
                 sets.append((stream, json.dumps(fields).encode(), int(stat.version)))
             for start in range(0, len(sets), BATCH_WRITES):
                 batch = sets[start : start + BATCH_WRITES]
-                if not self._set_all(batch, deadline):
-                    for stream, _, _ in batch:  # a registration changed meanwhile: one by one
-                        outcomes[stream] = self._write_alone(stream, pointers[stream], deadline)
-                else:
+                if self._set_all(batch, deadline):
                     outcomes.update((stream, None) for stream, _, _ in batch)
+                    continue
+                for stream, _, _ in batch:  # a registration changed meanwhile: one by one
+                    outcomes[stream] = self._write_alone(stream, field, values[stream], deadline)
         except (KazooException, KazooTimeoutError) as exc:
-            for stream in pointers.keys() - outcomes.keys():
+            for stream in values.keys() - outcomes.keys():
                 outcomes[stream] = StateError(
-                    f"stream {stream}: handover pointer not written ({exc!r}); "
-                    "the next owner replays"
+                    f"stream {stream}: {field.what} not written ({exc!r}); {field.consequence}"
                 )
         return outcomes
 
@@ -77,19 +106,15 @@ class ZooKeeperPointers(StreamZnodes):
         return all_written(pending.get(timeout=max(0.0, deadline - time.monotonic())))
 
     def _write_alone(
-        self, stream: str, pointer: HandoverPointer, deadline: float
+        self, stream: str, field: _Field, value: Any, deadline: float
     ) -> StateError | None:
         if time.monotonic() >= deadline:
-            return StateError(f"stream {stream}: handover pointer not written, no time left")
+            return StateError(f"stream {stream}: {field.what} not written, no time left")
         try:
-            self.write(stream, pointer)
+            self._update(stream, field.name, value)
         except StateError as exc:
             return exc
         return None
-
-    def resumed(self, stream: str, note: dict[str, Any]) -> None:
-        """Record how the stream was last resumed (key `"resumed"`, for `sessionizer status`)."""
-        self._update(stream, "resumed", note)
 
     def _update(self, stream: str, name: str, value: Any) -> None:
         path = self.path(stream)

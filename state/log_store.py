@@ -59,13 +59,15 @@ class LogStateStore:
         self.limit_bytes = hints.limit_bytes
 
     def prepare(self, streams: Sequence[str]) -> None:
-        """Before an assignment's loads: fence the earlier owners of all its streams at once.
+        """Before an assignment's loads: fence the earlier owners of all its streams at once,
+        then read all their hints at once (`FencedStateStore.prepare`).
 
         Done before their epoch checks: a stream that moved on meanwhile only has its
         newer owner's producer fenced, which then drops it (no commit can go wrong).
         """
         if self._prepare is not None:
             self._prepare(streams)
+        self.hints.prepare(streams)
 
     def load(self, stream: str, epoch: int) -> StreamState:
         """Check the epoch, fence the earlier owners, then read the newest committed state."""

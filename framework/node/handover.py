@@ -10,8 +10,10 @@ record is used only if its pointer matches the loaded epoch and committed
 offset, its bytes match the pointer, and the restored engine agrees with the
 loaded state; then reading starts at the committed offset.  Anything else
 replays from the safe offset, as after a crash, with the reason logged and
-counted.  Everything runs on the loop thread; a batch of reads shares one
-deadline, so assigning many streams while Kafka is slow costs at most one.
+counted.  How each stream was resumed is noted in its registration, the notes of
+one assignment together (`finish_assignment`).  Everything runs on the loop
+thread; a batch of reads shares one deadline, so assigning many streams while
+Kafka is slow costs at most one.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class NodeHandover:
         """Records this node's resumed streams had to re-read."""
         self._warned = False
         self._deadline = 0.0
+        self._notes: dict[str, dict[str, Any]] = {}
+        """How each stream of the assignment under way was resumed, for `finish_assignment`."""
 
     # -- giving ------------------------------------------------------------------
 
@@ -146,6 +150,18 @@ class NodeHandover:
         """Start the deadline the reads of one assignment (or the writes of a release) share."""
         timeout = self.store.timeout if self.store is not None else 0.0
         self._deadline = time.monotonic() + timeout
+        self._notes = {}
+
+    def finish_assignment(self) -> None:
+        """Write how each stream of this assignment was resumed, all in a few round trips
+        (`sessionizer status` shows them); a note not written is logged, nothing else."""
+        notes, self._notes = self._notes, {}
+        if self.store is None or not notes:
+            return
+        outcomes = self.store.pointers.resumed_many(notes, self.store.timeout)
+        for stream, error in outcomes.items():
+            if error is not None:
+                self.log.warning("resume_note_failed", stream=stream, error=str(error))
 
     def resume(self, processor: StreamProcessor[Any], state: StreamState, epoch: int) -> Resumption:
         """The task for a stream just loaded at `epoch`: from its handover if it has a good one."""
@@ -194,13 +210,11 @@ class NodeHandover:
         return Resumption(task, True, None)
 
     def _note(self, stream: str, resumption: Resumption) -> None:
+        """Keep the stream's resume note for `finish_assignment`."""
         if self.store is None:
             return
         note = {"node": self.node, "handover": resumption.handover, "replayed": resumption.replay}
-        try:
-            self.store.pointers.resumed(stream, note)
-        except StateError as exc:
-            self.log.warning("resume_note_failed", stream=stream, error=str(exc))
+        self._notes[stream] = note
 
     def _count(self, outcome: str, replayed: int = 0) -> None:
         self.counts[outcome] += 1

@@ -336,9 +336,9 @@ class Node:
         self.stats.rebalances += 1
         resumed: dict[str, StreamTask] = {}
         self.handover.start_batch()
-        prepare = getattr(self._store, "prepare", None)
-        if prepare is not None:  # exactly-once: every producer's init_transactions at once
-            prepare([lease.stream for lease in leases])
+        # Every state read at once, not a round trip per stream (exactly-once: and every
+        # producer's init_transactions at once).
+        self._store.prepare([lease.stream for lease in leases])
         for lease in leases:
             try:
                 state = self._store.load(lease.stream, lease.epoch)
@@ -351,6 +351,7 @@ class Node:
                 continue
             # From the previous owner's handover when it left one that fits, else by replay.
             resumed[lease.stream] = self.handover.resume(self.processor, state, lease.epoch).task
+        self.handover.finish_assignment()
         if self._link is not None:
             for stream, task in list(resumed.items()):
                 if not self._link.prepare(task):  # its resize unknown: not run blind

@@ -100,3 +100,22 @@ def test_one_multi_operation_commits_many_streams_and_a_fenced_one_is_singled_ou
             assert StreamState.decode(data, stream=stream).committed_offset == 20
         data, _ = client.get(paths.stream_state(streams[2]))
         assert StreamState.decode(data, stream=streams[2]).committed_offset == 10
+
+
+def test_an_assignment_reads_every_state_in_one_go_and_loads_need_no_more_round_trips(
+    zk_hosts: str, app: str
+) -> None:
+    paths = AppPaths(app)
+    streams = [f"s.stream.{i:04d}" for i in range(4)]
+    with zookeeper_client(zk_hosts) as client:
+        epochs = {}
+        for stream in streams[:3]:  # the fourth has no state znode
+            client.create(paths.stream_state(stream), b"", makepath=True)
+            epochs[stream] = _take(client, paths.stream_state(stream))
+        store = FencedStateStore(ZooKeeperRecords(client, paths.stream_states))
+        store.prepare(streams)
+        client.stop()  # what the loads need was read by `prepare`: ZooKeeper is not asked again
+        for stream in streams[:3]:
+            assert store.load(stream, epochs[stream]) == StreamState.initial(stream, epochs[stream])
+        with pytest.raises(FencedError, match=streams[3]):
+            store.load(streams[3], 1)

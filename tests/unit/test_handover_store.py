@@ -130,6 +130,7 @@ class FakeZooKeeper:
     def __init__(self, data: bytes) -> None:
         self.data, self.version = data, 0
         self.race = False
+        self.multis = 0
 
     def get(self, path: str) -> tuple[bytes, Any]:
         if path.endswith("missing"):
@@ -143,6 +144,45 @@ class FakeZooKeeper:
             raise BadVersionError()
         self.data, self.version = data, self.version + 1
 
+    def get_async(self, path: str) -> Done:
+        return Done(lambda: self.get(path))
+
+    def transaction(self) -> FakeTransaction:
+        return FakeTransaction(self)
+
+
+class Done:
+    """A kazoo `IAsyncResult` that is already settled: `get` returns or raises."""
+
+    def __init__(self, result: Any) -> None:
+        self._result = result
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self._result()
+
+
+class FakeTransaction:
+    """A multi-operation of `set_data`s on the fake's one registration: all or nothing."""
+
+    def __init__(self, zk: FakeZooKeeper) -> None:
+        self.zk, self.sets = zk, []  # type: ignore[var-annotated]
+
+    def set_data(self, path: str, data: bytes, version: int) -> None:
+        self.sets.append((path, data, version))
+
+    def commit_async(self) -> Done:
+        def commit() -> list[Any]:
+            self.zk.multis += 1
+            if self.zk.race:
+                self.zk.race, self.zk.version = False, self.zk.version + 1
+            if any(version != self.zk.version for _, _, version in self.sets):
+                return [BadVersionError() for _ in self.sets]
+            for _, data, _ in self.sets:
+                self.zk.set("registration", data, self.zk.version)
+            return [type("Stat", (), {"version": self.zk.version})() for _ in self.sets]
+
+        return Done(commit)
+
 
 def test_the_pointer_lives_beside_the_registration_and_keeps_its_fields() -> None:
     zk = FakeZooKeeper(json.dumps({"topic": STREAM, "created": 1}).encode())
@@ -150,7 +190,9 @@ def test_the_pointer_lives_beside_the_registration_and_keeps_its_fields() -> Non
     pointer = HandoverPointer(3, 40, 12, 300, "ab")
     zk.race = True
     pointers.write(STREAM, pointer)
-    pointers.resumed(STREAM, {"node": "n1", "handover": True, "replayed": 0})
+    assert pointers.resumed_many({STREAM: {"node": "n1", "handover": True, "replayed": 0}}, 5) == {
+        STREAM: None
+    }
     fields = json.loads(zk.data)
     assert fields["topic"] == STREAM and fields["created"] == 1
     assert fields["resumed"] == {"node": "n1", "handover": True, "replayed": 0}
@@ -158,6 +200,20 @@ def test_the_pointer_lives_beside_the_registration_and_keeps_its_fields() -> Non
     assert pointers.read("app.stream.missing") is None
     with pytest.raises(StateError, match="not registered"):
         pointers.write("app.stream.missing", pointer)
+
+
+def test_resume_notes_go_in_one_multi_operation_and_a_raced_one_is_written_alone() -> None:
+    zk = FakeZooKeeper(json.dumps({"topic": STREAM, "created": 1}).encode())
+    pointers = ZooKeeperPointers(zk, "/sessionizer/app/active_streams")  # type: ignore[arg-type]
+    note = {"node": "n2", "handover": False, "replayed": 7}
+    outcomes = pointers.resumed_many({STREAM: note, "app.stream.missing": note}, 5)
+    assert outcomes[STREAM] is None and zk.multis == 1
+    assert "not registered" in str(outcomes["app.stream.missing"])
+    assert json.loads(zk.data) == {"topic": STREAM, "created": 1, "resumed": note}
+    zk.race = True  # rewritten between the read and the multi-operation: read again, then set
+    again = {"node": "n3", "handover": True, "replayed": 0}
+    assert pointers.resumed_many({STREAM: again}, 5) == {STREAM: None} and zk.multis == 2
+    assert json.loads(zk.data)["resumed"] == again
 
 
 def test_the_metrics_count_replayed_records_and_outcomes() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Sequence
 
 import msgpack
 import pytest
@@ -192,6 +193,48 @@ def test_commit_needs_ownership_and_the_right_epoch() -> None:
     store.release(STREAM)
     with pytest.raises(StateError, match="commit without load"):
         store.commit(STREAM, StreamState.initial(STREAM, epoch=epoch))
+
+
+class _CountedRecords(VersionedMemory):
+    """Records that count their reads; one stream's read fails as a lost connection's does."""
+
+    def __init__(self, failing: str) -> None:
+        super().__init__()
+        self.failing, self.reads, self.batches = failing, 0, 0
+
+    def read(self, stream: str) -> tuple[bytes, int]:
+        self.reads += 1
+        if stream == self.failing:
+            raise StateError(f"stream {stream}: cannot read its state (told to)")
+        return super().read(stream)
+
+    def read_many(self, streams: Sequence[str]) -> dict[str, tuple[bytes, int] | Exception]:
+        self.batches += 1
+        results: dict[str, tuple[bytes, int] | Exception] = {}
+        for stream in streams:
+            try:
+                results[stream] = self.read(stream)
+            except StateError as exc:
+                results[stream] = exc
+        return results
+
+
+def test_an_assignment_reads_its_states_at_once_and_a_failed_read_stays_its_streams() -> None:
+    streams = [f"app.stream.{i:04d}" for i in range(3)]
+    records = _CountedRecords(failing=streams[1])
+    store = FencedStateStore(records)
+    epochs = {stream: records.take(stream) for stream in streams}
+    store.prepare(streams)
+    assert (records.batches, records.reads) == (1, 3)
+    assert store.load(streams[0], epochs[streams[0]]) == StreamState.initial(streams[0], 1)
+    with pytest.raises(StateError, match="told to"):
+        store.load(streams[1], epochs[streams[1]])
+    assert store.load(streams[2], epochs[streams[2]]).epoch == epochs[streams[2]]
+    assert records.reads == 3, "each load took what prepare read"
+    records.take(streams[0])  # taken again: a later load reads anew and sees it
+    with pytest.raises(FencedError, match="it is now at version 2"):
+        store.load(streams[0], epochs[streams[0]])
+    assert records.reads == 4
 
 
 class _UncertainRecords(VersionedMemory):
