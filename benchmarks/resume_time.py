@@ -1,8 +1,10 @@
 """Resume time: from a node taking its streams to the last of them resumed.
 
-    .venv/bin/python -m benchmarks.resume_time [--streams 64] [--sessions 5000] [--repeat 3]
+    .venv/bin/python -m benchmarks.resume_time [--streams 64] [--sessions 5000]
+        [--open-tail 500] [--repeat 3]
 
-Per run, on a fresh app of `--streams` streams with some traffic sessionized: node
+Per run, on a fresh app of `--streams` streams with some traffic sessionized (its
+last event time opens `--open-tail` new sessions, left open): node
 `a` starts alone and takes every stream (`fresh`: each stream's state is read,
 nothing to replay); once it has caught up it is stopped with SIGTERM, which commits
 and leaves a handover, and node `b` starts and takes them all (`handover`: each
@@ -20,6 +22,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -60,6 +63,10 @@ def _one_run(bootstrap: str, zk: str, args: argparse.Namespace, directory: Path)
     provision_streams(connection, args.streams)
     streams = streams_of(connection.app, args.streams)
     fragments = list(generate_fragments(args.sessions, seed=5))
+    last = max(fragments, key=lambda f: f.timestamp_ms)
+    # One fragment of each of `--open-tail` new keys at the last event time: sessions still
+    # open when node a stops, on most streams, so that node b resumes those from handovers.
+    fragments += [replace(last, key=f"tail-{i}") for i in range(args.open_tail)]
     config = ProducerConfig(connection.bootstrap, connection.app, args.streams)
     with StreamProducer(config) as producer:
         produce_fragments(producer, fragments, end_of_input=False)
@@ -82,6 +89,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--sessions", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--open-tail", type=int, default=500, help="sessions open at the stop")
     args = parser.parse_args(argv)
     runs = []
     with servers() as cluster, tempfile.TemporaryDirectory() as scratch:

@@ -12,7 +12,8 @@ the claim is released.
 
 Record layout: one marker byte (`0x00` plain, `0x01` zlib) and a msgpack map
 `{"v", "stream", "epoch", "committed", "engine"}`.  `HandoverStore.fetch`
-returns a record only if the pointer matches what the caller loaded and the
+(`fetch_many`: the pointers of many streams in one round trip, their records in
+one pass over the log) returns a record only if the pointer matches what the caller loaded and the
 bytes match the pointer's size and checksum; anything else raises
 `HandoverMissing` with the reason, and the caller replays.
 """
@@ -200,8 +201,11 @@ class HandoverLog(Protocol):
         durably acknowledged; per record, in order, its offset or the `StateError` why not."""
         ...
 
-    def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
-        """The record at `offset` if it is the stream's (None: gone or another's)."""
+    def read_many(
+        self, wanted: Mapping[str, int], timeout: float
+    ) -> dict[str, bytes | StateError | None]:
+        """Each stream's record at its offset, all read in one pass within `timeout`: the
+        bytes if it is the stream's (None: gone or another's), or why it was not read."""
         ...
 
 
@@ -221,6 +225,10 @@ class HandoverPointers(Protocol):
 
     def read(self, stream: str) -> HandoverPointer | None:
         """The stream's pointer, if any."""
+        ...
+
+    def read_many(self, streams: Sequence[str]) -> dict[str, HandoverPointer | StateError | None]:
+        """Each stream's pointer (None: none), or why it was not read, in one round trip."""
         ...
 
     def resumed_many(
@@ -300,30 +308,73 @@ class HandoverStore:
         Raise `HandoverMissing` when there is none, it is for another epoch or
         offset, it cannot be read in time, or its bytes do not match the pointer.
         """
-        try:
-            pointer = self.pointers.read(stream)
-        except StateError as exc:
-            raise HandoverMissing(stream, "unreadable", f"pointer: {exc}") from exc
-        if pointer is None:
-            raise HandoverMissing(stream, "missing", "no pointer")
-        if (pointer.epoch, pointer.committed_offset) != (epoch, committed_offset):
-            found = f"epoch {pointer.epoch}, committed offset {pointer.committed_offset}"
-            wanted = f"epoch {epoch}, committed offset {committed_offset}"
-            raise HandoverMissing(stream, "stale", f"pointer is for {found}, not {wanted}")
-        try:
-            data = self.log.read(
-                stream, pointer.offset, self.timeout if timeout is None else timeout
-            )
-        except StateError as exc:
-            raise HandoverMissing(stream, "unreadable", str(exc)) from exc
-        if data is None:
-            raise HandoverMissing(stream, "missing", f"no record at offset {pointer.offset}")
-        if len(data) != pointer.size or checksum(data) != pointer.checksum:
-            raise HandoverMissing(stream, "corrupt", "record does not match the pointer's checksum")
+        outcome = self.fetch_many({stream: (epoch, committed_offset)}, timeout=timeout)[stream]
+        if isinstance(outcome, HandoverMissing):
+            raise outcome
+        return outcome
+
+    def fetch_many(
+        self, wanted: Mapping[str, tuple[int, int]], *, timeout: float | None = None
+    ) -> dict[str, HandoverRecord | HandoverMissing]:
+        """`fetch` for each stream's (epoch, committed offset): the pointers read in one round
+        trip, the records in one pass over the log; per stream the record or why not."""
+        outcomes: dict[str, HandoverRecord | HandoverMissing] = {}
+        pointers: dict[str, HandoverPointer] = {}
+        for stream, pointer in self.pointers.read_many(list(wanted)).items():
+            usable = _pointer_for(stream, pointer, *wanted[stream])
+            if isinstance(usable, HandoverMissing):
+                outcomes[stream] = usable
+            else:
+                pointers[stream] = usable
+        if pointers:
+            offsets = {stream: pointer.offset for stream, pointer in pointers.items()}
+            read = self.log.read_many(offsets, self.timeout if timeout is None else timeout)
+            for stream, pointer in pointers.items():
+                outcomes[stream] = _checked(stream, pointer, read[stream])
+        return outcomes
+
+
+def _missing(
+    stream: str, reason: Reason, detail: str, cause: BaseException | None = None
+) -> HandoverMissing:
+    missing = HandoverMissing(stream, reason, detail)
+    missing.__cause__ = cause
+    return missing
+
+
+def _pointer_for(
+    stream: str, pointer: HandoverPointer | StateError | None, epoch: int, committed_offset: int
+) -> HandoverPointer | HandoverMissing:
+    """The stream's pointer if it names the record for `epoch` and `committed_offset`."""
+    if isinstance(pointer, StateError):
+        return _missing(stream, "unreadable", f"pointer: {pointer}", pointer)
+    if pointer is None:
+        return _missing(stream, "missing", "no pointer")
+    if (pointer.epoch, pointer.committed_offset) != (epoch, committed_offset):
+        found = f"epoch {pointer.epoch}, committed offset {pointer.committed_offset}"
+        wanted = f"epoch {epoch}, committed offset {committed_offset}"
+        return _missing(stream, "stale", f"pointer is for {found}, not {wanted}")
+    return pointer
+
+
+def _checked(
+    stream: str, pointer: HandoverPointer, data: bytes | StateError | None
+) -> HandoverRecord | HandoverMissing:
+    """The record read at the pointer, if its bytes are the pointer's and it is for its epoch
+    and committed offset."""
+    if isinstance(data, StateError):
+        return _missing(stream, "unreadable", str(data), data)
+    if data is None:
+        return _missing(stream, "missing", f"no record at offset {pointer.offset}")
+    if len(data) != pointer.size or checksum(data) != pointer.checksum:
+        return _missing(stream, "corrupt", "record does not match the pointer's checksum")
+    try:
         record = HandoverRecord.decode(data, stream=stream)
-        if (record.epoch, record.committed_offset) != (epoch, committed_offset):
-            raise HandoverMissing(stream, "stale", "record is for another epoch or offset")
-        return record
+    except HandoverMissing as corrupt:
+        return corrupt
+    if (record.epoch, record.committed_offset) != (pointer.epoch, pointer.committed_offset):
+        return _missing(stream, "stale", "record is for another epoch or offset")
+    return record
 
 
 class MemoryHandoverLog:
@@ -356,6 +407,18 @@ class MemoryHandoverLog:
                 return None
             return self.records[offset][1]
 
+    def read_many(
+        self, wanted: Mapping[str, int], timeout: float
+    ) -> dict[str, bytes | StateError | None]:
+        """Each stream's `read` (or the `StateError` a test's `read` raised)."""
+        outcomes: dict[str, bytes | StateError | None] = {}
+        for stream, offset in wanted.items():
+            try:
+                outcomes[stream] = self.read(stream, offset, timeout)
+            except StateError as exc:
+                outcomes[stream] = exc
+        return outcomes
+
 
 class MemoryPointers:
     """In-memory `HandoverPointers` (tests)."""
@@ -382,6 +445,10 @@ class MemoryPointers:
         """The stream's pointer, if any."""
         text = self.pointers.get(stream)
         return None if text is None else HandoverPointer.from_json(loads_object(text))
+
+    def read_many(self, streams: Sequence[str]) -> dict[str, HandoverPointer | StateError | None]:
+        """Each stream's `read`."""
+        return {stream: self.read(stream) for stream in streams}
 
     def resumed_many(
         self, notes: Mapping[str, dict[str, Any]], timeout: float

@@ -5,11 +5,12 @@ record.  The client is the layer's keyed log (`framework.kafka.keyed_log`,
 kafka-python or confluent-kafka, chosen by `open_handover_log`): `write_many`
 sends all of a release's records to partition 0, then waits once (at most its
 timeout) for the acknowledgement of all in-sync replicas, returning each
-record's offset or why it has none; `read` reads one offset with a reader kept
-for all reads and gives up at its deadline.  Both clients take the node's
-client properties (security settings).  `open`, called when a node with
-handovers on starts, creates the producer and the reader in the background, so
-a move pays no client start-up; otherwise the first write or read creates them.
+record's offset or why it has none; `read_many` reads the records of many
+streams forward in one pass with a reader kept for all reads, and gives up at
+its deadline.  Both clients take the node's client properties (security
+settings).  `open`, called when a node with handovers on starts, creates the
+producer and the reader in the background, so a move pays no client start-up;
+otherwise the first write or read creates them.
 """
 
 from __future__ import annotations
@@ -53,13 +54,26 @@ class KafkaHandoverLog:
 
     def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
         """The record at `offset` if it is the stream's; `StateError` if not read in time."""
+        data = self.read_many({stream: offset}, timeout)[stream]
+        if isinstance(data, StateError):
+            raise data
+        return data
+
+    def read_many(
+        self, wanted: Mapping[str, int], timeout: float
+    ) -> dict[str, bytes | StateError | None]:
+        """Each stream's record at its offset, read forward in one pass: its bytes if it is
+        the stream's (None: gone or another's), or why it was not read in time."""
         try:
-            found = self._log.read(offset, timeout)
+            found = self._log.read_many(list(wanted.values()), timeout)
         except ClientError as exc:
-            raise StateError(f"stream {stream}: handover {exc}") from exc
-        if found is None:
-            raise StateError(f"stream {stream}: handover record not read within {timeout:g} s")
-        return _mine(*found, offset, stream)
+            return {stream: _unread(stream, f"handover {exc}", exc) for stream in wanted}
+        return {
+            stream: _mine(*found[offset], offset, stream)
+            if offset in found
+            else _unread(stream, f"handover record not read within {timeout:g} s")
+            for stream, offset in wanted.items()
+        }
 
     def close(self) -> None:
         """Close the reader and the producer, if they were opened."""
@@ -79,6 +93,12 @@ def open_handover_log(
         max_request_bytes=_REQUEST_BYTES,
     )
     return KafkaHandoverLog(log)
+
+
+def _unread(stream: str, why: str, cause: BaseException | None = None) -> StateError:
+    unread = StateError(f"stream {stream}: {why}")
+    unread.__cause__ = cause
+    return unread
 
 
 def _mine(

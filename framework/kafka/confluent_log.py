@@ -10,7 +10,7 @@ from typing import Any, Final
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from framework.kafka.errors import CONFLUENT, ClientError
-from framework.kafka.keyed_log import Found, KeyedLogBase, Unwritten, late
+from framework.kafka.keyed_log import ForwardRead, Found, KeyedLogBase, Unwritten, late
 from framework.kernel.kafka_settings import librdkafka_logger
 
 __all__ = ["ConfluentKeyedLog"]
@@ -91,23 +91,29 @@ class ConfluentKeyedLog(KeyedLogBase):
             outcomes[index] if index in outcomes else late(timeout) for index in range(len(records))
         ]
 
-    def read(self, offset: int, timeout: float) -> Found | None:
-        """The first record at or after `offset`; None if none came within `timeout`."""
+    def read_many(self, offsets: Sequence[int], timeout: float) -> dict[int, Found]:
+        """For each offset, the first record at or after it, read forward in one pass; those
+        not found within `timeout` are left out."""
         deadline = time.monotonic() + timeout
+        wanted = ForwardRead(offsets)
+        if wanted.done:
+            return {}
         try:
             with CONFLUENT:
                 reader = self._reading()
                 # A new assignment: librdkafka drops what it fetched for the previous one.
-                reader.assign([TopicPartition(self.topic, 0, offset)])
-                while time.monotonic() < deadline:
+                reader.assign([TopicPartition(self.topic, 0, wanted.position)])
+                while not wanted.done and time.monotonic() < deadline:
                     message = reader.poll(min(0.5, max(0.01, deadline - time.monotonic())))
                     if message is None:
                         continue
                     if message.error() is not None:
                         raise ClientError(f"read failed ({message.error()})")
-                    found = message.offset() or 0
-                    if found >= offset:
-                        return found, message.key(), message.value()
+                    read = message.offset() or 0
+                    wanted.see(read, message.key(), message.value())
+                    seek = wanted.seek_from(read)
+                    if seek is not None:
+                        reader.assign([TopicPartition(self.topic, 0, seek)])
         except ClientError as exc:
             if not exc.client_class:
                 raise  # the record's own error, as it came
@@ -115,7 +121,7 @@ class ConfluentKeyedLog(KeyedLogBase):
             raise ClientError(f"record unreadable ({exc.__cause__ or exc})") from exc
         finally:
             self._unassign()
-        return None
+        return wanted.found
 
     def _reading(self) -> Any:
         """One consumer kept for every read (assigned at each record's offset), so an

@@ -11,7 +11,7 @@ from kafka import KafkaProducer, TopicPartition
 
 from framework.kafka import consumer
 from framework.kafka.errors import CLIENT, FLUSHING, ClientError, FlushIncomplete
-from framework.kafka.keyed_log import Found, KeyedLogBase, Unwritten, late
+from framework.kafka.keyed_log import ForwardRead, Found, KeyedLogBase, Unwritten, late
 from framework.kernel.kafka_settings import kafka_python_config
 
 __all__ = ["KafkaPythonKeyedLog"]
@@ -89,25 +89,33 @@ class KafkaPythonKeyedLog(KeyedLogBase):
     def _failed(self, exc: BaseException) -> Unwritten:
         return Unwritten(f"not written to {self.topic} ({exc!r})")
 
-    def read(self, offset: int, timeout: float) -> Found | None:
-        """The first record at or after `offset`; None if none came within `timeout`."""
+    def read_many(self, offsets: Sequence[int], timeout: float) -> dict[int, Found]:
+        """For each offset, the first record at or after it, read forward in one pass; those
+        not found within `timeout` are left out."""
         deadline = time.monotonic() + timeout
+        wanted = ForwardRead(offsets)
+        if wanted.done:
+            return {}
         try:
             with CLIENT:
                 reader, partition = self._reading()
-                reader.seek(partition, offset)  # fetched records of an earlier seek are dropped
-                while time.monotonic() < deadline:
+                reader.seek(partition, wanted.position)  # records of an earlier seek are dropped
+                while not wanted.done and time.monotonic() < deadline:
                     left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                    read = None
                     for records in reader.poll(timeout_ms=min(left_ms, 500)).values():
                         for record in records:
-                            if record.offset >= offset:
-                                return int(record.offset), record.key, record.value
+                            read = int(record.offset)
+                            wanted.see(read, record.key, record.value)
+                    seek = None if read is None else wanted.seek_from(read)
+                    if seek is not None:
+                        reader.seek(partition, seek)
         except ClientError as exc:
             if not exc.client_class:
                 raise  # the reader is closed: as it came
             self._close_reader()  # not reused: the next read starts a fresh one
             raise ClientError(f"record unreadable ({exc.detail})") from exc
-        return None
+        return wanted.found
 
     def _reading(self) -> tuple[Any, Any]:
         """The reader and its partition: one consumer kept for every read (a seek each), so an

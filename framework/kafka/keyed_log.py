@@ -1,14 +1,15 @@
-"""A keyed one-partition log (the handover topic): write many records at once, read one back.
+"""A keyed one-partition log (the handover topic): write many records at once, read them back.
 
 `open_keyed_log` is the one place its client is chosen (the `KafkaClient`
 choice of `framework.kernel.transport`). `write_many` sends every record to
 partition 0, then waits once (at most its timeout) for the acknowledgement of
 all in-sync replicas, returning each record's offset or an `Unwritten` saying
-why it has none; `read` reads one offset with a reader kept for all reads (a
-seek each: one consumer start-up per node, not one per read) and gives up at its
-deadline. `open` creates the producer and the reader in the background, so the
-first write or read pays no client start-up; otherwise that first call creates
-them. Failures are `ClientError`s (`framework.kafka.errors`).
+why it has none; `read_many` reads the records at some offsets with a reader
+kept for all reads (one consumer start-up per node, not one per read), forward
+from the first in one pass (`ForwardRead`), and gives up at its deadline.
+`open` creates the producer and the reader in the background, so the first
+write or read pays no client start-up; otherwise that first call creates them.
+Failures are `ClientError`s (`framework.kafka.errors`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from framework.kafka.errors import ClientError
 from framework.kernel.transport import resolve_transport
 
-__all__ = ["KeyedLog", "KeyedLogBase", "Unwritten", "open_keyed_log"]
+__all__ = ["ForwardRead", "KeyedLog", "KeyedLogBase", "Unwritten", "open_keyed_log"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,9 @@ class KeyedLog(Protocol):
     ) -> list[int | Unwritten]:
         """Send every (key, value), flush once, then each one's offset (or why not)."""
 
-    def read(self, offset: int, timeout: float) -> Found | None:
-        """The first record at or after `offset`; None if none came within `timeout`.
+    def read_many(self, offsets: Sequence[int], timeout: float) -> dict[int, Found]:
+        """For each offset, the first record at or after it, read forward in one pass (a
+        seek only past long gaps); those not found within `timeout` are left out.
 
         Raises `ClientError` when the reader failed (the next read starts a fresh one).
         """
@@ -140,6 +142,44 @@ class KeyedLogBase:
             if self._reader is None:
                 self._reader = make()
             return self._reader
+
+
+SEEK_PAST: Final = 256
+"""Records between two wanted offsets beyond which a pass seeks rather than reads on."""
+
+
+class ForwardRead:
+    """One pass forward through the log for some offsets: each gets the first record at or
+    after it (the record itself, unless compaction removed it)."""
+
+    def __init__(self, offsets: Sequence[int]) -> None:
+        self._wanted = sorted(set(offsets))
+        self._next = 0  # the first wanted offset not found yet
+        self.found: dict[int, Found] = {}
+
+    @property
+    def done(self) -> bool:
+        """Every wanted offset has its record."""
+        return self._next >= len(self._wanted)
+
+    @property
+    def position(self) -> int:
+        """Where reading goes on: the first wanted offset not found yet."""
+        return self._wanted[self._next]
+
+    def see(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+        """A record read: it answers every wanted offset not found yet at or before it."""
+        wanted = self._wanted
+        while self._next < len(wanted) and wanted[self._next] <= offset:
+            self.found[wanted[self._next]] = (offset, key, value)
+            self._next += 1
+
+    def seek_from(self, offset: int) -> int | None:
+        """Where to seek after reading up to `offset`: the next wanted offset when it lies
+        more than `SEEK_PAST` records ahead (None: read on)."""
+        if self.done or self.position - offset <= SEEK_PAST:
+            return None
+        return self.position
 
 
 def late(timeout: float) -> Unwritten:

@@ -5,22 +5,22 @@ the release's commit, for the streams whose engine is exactly at that commit):
 each engine with something a replay would re-read is exported; all their records
 are sent to the handover log and acknowledged together (one wait), then the
 pointers of the acknowledged ones are written; the claims are released after.
-Taking (`resume`, from `Node.on_assigned`, after the state is loaded): the
-record is used only if its pointer matches the loaded epoch and committed
-offset, its bytes match the pointer, and the restored engine agrees with the
-loaded state; then reading starts at the committed offset.  Anything else
-replays from the safe offset, as after a crash, with the reason logged and
-counted.  How each stream was resumed is noted in its registration, the notes of
-one assignment together (`finish_assignment`).  Everything runs on the loop
-thread; a batch of reads shares one deadline, so assigning many streams while
-Kafka is slow costs at most one.
+Taking (`resume_many`, from `Node.on_assigned`, after the states are loaded; the
+records of all the streams are fetched together): a record is used only if its
+pointer matches the loaded epoch and committed offset, its bytes match the
+pointer, and the restored engine agrees with the loaded state; then reading
+starts at the committed offset.  Anything else replays from the safe offset, as
+after a crash, with the reason logged and counted.  How each stream was resumed
+is noted in its registration, the notes of one assignment together.  Everything
+runs on the loop thread; a batch of reads shares one deadline, so assigning many
+streams while Kafka is slow costs at most one.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +75,6 @@ class NodeHandover:
         """Records this node's resumed streams had to re-read."""
         self._warned = False
         self._deadline = 0.0
-        self._notes: dict[str, dict[str, Any]] = {}
-        """How each stream of the assignment under way was resumed, for `finish_assignment`."""
 
     # -- giving ------------------------------------------------------------------
 
@@ -150,71 +148,99 @@ class NodeHandover:
         """Start the deadline the reads of one assignment (or the writes of a release) share."""
         timeout = self.store.timeout if self.store is not None else 0.0
         self._deadline = time.monotonic() + timeout
-        self._notes = {}
 
-    def finish_assignment(self) -> None:
-        """Write how each stream of this assignment was resumed, all in a few round trips
-        (`sessionizer status` shows them); a note not written is logged, nothing else."""
-        notes, self._notes = self._notes, {}
-        if self.store is None or not notes:
+    def resume_many(
+        self, processor: StreamProcessor[Any], loaded: Sequence[tuple[StreamState, int]]
+    ) -> dict[str, Resumption]:
+        """The tasks for the streams of one assignment, each just loaded at its epoch: from
+        its handover if it has a good one, else by replay.  The handovers are fetched
+        together (`HandoverStore.fetch_many`), and how each stream was resumed is noted in
+        one go (`sessionizer status` shows it)."""
+        self.start_batch()
+        fetched = self._fetch(loaded)
+        resumptions: dict[str, Resumption] = {}
+        for state, epoch in loaded:
+            resumption = self._resume(processor, state, fetched.get(state.stream))
+            replay = resumption.replay
+            self.replayed += replay
+            self._count("used" if resumption.handover else _outcome(resumption.reason), replay)
+            self.log.info(
+                "stream_resumed",
+                stream=state.stream,
+                epoch=epoch,
+                offset=resumption.task.position,
+                committed_offset=state.committed_offset,
+                safe_offset=state.safe_offset,
+                ignored=len(state.ignore),
+                handover=resumption.handover,
+                replay=replay,
+                reason=resumption.reason,
+            )
+            resumptions[state.stream] = resumption
+        self._note(resumptions)
+        return resumptions
+
+    def _why_not(self, state: StreamState) -> str | None:
+        """Why the stream is resumed without looking for a handover (None: it looks)."""
+        if self.store is None:
+            return "disabled: no handover store"
+        if not self.enabled:
+            return "disabled: --handover off"
+        if state.safe_offset >= state.committed_offset:
+            return "none needed: nothing to replay"
+        return None
+
+    def _fetch(
+        self, loaded: Sequence[tuple[StreamState, int]]
+    ) -> dict[str, HandoverRecord | HandoverMissing]:
+        """The handover of every stream that looks for one, fetched together by the deadline."""
+        wanted = {
+            state.stream: (epoch, state.committed_offset)
+            for state, epoch in loaded
+            if self._why_not(state) is None
+        }
+        left = self._deadline - time.monotonic()
+        if self.store is None or not wanted or left <= 0:
+            return {}  # none wanted, or no time left: those wanted replay
+        return self.store.fetch_many(wanted, timeout=left)
+
+    def _resume(
+        self,
+        processor: StreamProcessor[Any],
+        state: StreamState,
+        fetched: HandoverRecord | HandoverMissing | None,
+    ) -> Resumption:
+        reason = self._why_not(state)
+        if reason is None:
+            if fetched is None:
+                reason = "timeout: this assignment's handover reads took too long"
+            elif isinstance(fetched, HandoverMissing):
+                reason = f"{fetched.reason}: {fetched.detail}"
+            else:
+                try:
+                    engine = restore_engine(processor, state, fetched.engine)
+                except HandoverMissing as exc:
+                    reason = f"{exc.reason}: {exc.detail}"
+                except HandoverUnavailable as exc:
+                    reason = f"refused: {exc.reason}"
+                else:
+                    position = state.committed_offset
+                    task = StreamTask(state.stream, engine, position=position, committed=state)
+                    return Resumption(task, True, None)
+        return Resumption(StreamTask.resume(processor, state), False, reason)
+
+    def _note(self, resumptions: Mapping[str, Resumption]) -> None:
+        """Write how each stream was resumed; a note not written is logged, nothing else."""
+        if self.store is None or not resumptions:
             return
+        notes = {
+            stream: {"node": self.node, "handover": r.handover, "replayed": r.replay}
+            for stream, r in resumptions.items()
+        }
         outcomes = self.store.pointers.resumed_many(notes, self.store.timeout)
         for stream, error in outcomes.items():
             if error is not None:
                 self.log.warning("resume_note_failed", stream=stream, error=str(error))
-
-    def resume(self, processor: StreamProcessor[Any], state: StreamState, epoch: int) -> Resumption:
-        """The task for a stream just loaded at `epoch`: from its handover if it has a good one."""
-        resumption = self._resume(processor, state, epoch)
-        replay = resumption.replay
-        self.replayed += replay
-        self._count("used" if resumption.handover else _outcome(resumption.reason), replay)
-        self.log.info(
-            "stream_resumed",
-            stream=state.stream,
-            epoch=epoch,
-            offset=resumption.task.position,
-            committed_offset=state.committed_offset,
-            safe_offset=state.safe_offset,
-            ignored=len(state.ignore),
-            handover=resumption.handover,
-            replay=replay,
-            reason=resumption.reason,
-        )
-        self._note(state.stream, resumption)
-        return resumption
-
-    def _resume(
-        self, processor: StreamProcessor[Any], state: StreamState, epoch: int
-    ) -> Resumption:
-        def replay(reason: str) -> Resumption:
-            return Resumption(StreamTask.resume(processor, state), False, reason)
-
-        if self.store is None:
-            return replay("disabled: no handover store")
-        if not self.enabled:
-            return replay("disabled: --handover off")
-        if state.safe_offset >= state.committed_offset:
-            return replay("none needed: nothing to replay")
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            return replay("timeout: this assignment's handover reads took too long")
-        try:
-            record = self.store.fetch(state.stream, epoch, state.committed_offset, timeout=left)
-            engine = restore_engine(processor, state, record.engine)
-        except HandoverMissing as exc:
-            return replay(f"{exc.reason}: {exc.detail}")
-        except HandoverUnavailable as exc:
-            return replay(f"refused: {exc.reason}")
-        task = StreamTask(state.stream, engine, position=state.committed_offset, committed=state)
-        return Resumption(task, True, None)
-
-    def _note(self, stream: str, resumption: Resumption) -> None:
-        """Keep the stream's resume note for `finish_assignment`."""
-        if self.store is None:
-            return
-        note = {"node": self.node, "handover": resumption.handover, "replayed": resumption.replay}
-        self._notes[stream] = note
 
     def _count(self, outcome: str, replayed: int = 0) -> None:
         self.counts[outcome] += 1

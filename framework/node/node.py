@@ -54,6 +54,7 @@ from framework.node.streams import OwnedStreams
 from framework.node.task import StreamTask
 from sessionizer.processor import StreamProcessor
 from state.errors import CorruptStateError, StateError
+from state.record import StreamState
 from state.store import StateStore
 
 __all__ = ["Node"]
@@ -334,24 +335,21 @@ class Node:
         """Load each new stream's state and resume it from its safe offset."""
         assert self._store is not None and self._coordinator is not None
         self.stats.rebalances += 1
-        resumed: dict[str, StreamTask] = {}
-        self.handover.start_batch()
         # Every state read at once, not a round trip per stream (exactly-once: and every
         # producer's init_transactions at once).
         self._store.prepare([lease.stream for lease in leases])
+        loaded: list[tuple[StreamState, int]] = []
         for lease in leases:
             try:
-                state = self._store.load(lease.stream, lease.epoch)
+                loaded.append((self._store.load(lease.stream, lease.epoch), lease.epoch))
             except CorruptStateError as exc:
                 self._quarantine(lease.stream, f"corrupt state: {exc.problem}")
-                continue
             except StateError as exc:
                 self._log.warning("stream_load_failed", stream=lease.stream, error=str(exc))
                 self._coordinator.report_fenced(lease.stream)
-                continue
-            # From the previous owner's handover when it left one that fits, else by replay.
-            resumed[lease.stream] = self.handover.resume(self.processor, state, lease.epoch).task
-        self.handover.finish_assignment()
+        # From the previous owners' handovers where they left ones that fit, else by replay.
+        resumptions = self.handover.resume_many(self.processor, loaded)
+        resumed = {stream: resumption.task for stream, resumption in resumptions.items()}
         if self._link is not None:
             for stream, task in list(resumed.items()):
                 if not self._link.prepare(task):  # its resize unknown: not run blind

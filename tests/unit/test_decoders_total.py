@@ -21,6 +21,7 @@ from balancer import claims
 from balancer.load import StreamLoad
 from framework.kernel.paths import AppPaths
 from framework.testing.member import decode_counter
+from framework.testing.settled import Settled
 from router.errors import ProvisioningError
 from router.producer_registry import ProducerRegistry
 from router.registry import recorded_stream_count
@@ -40,7 +41,8 @@ class Stat:
 
 
 class FakeClient:
-    """`get` of one znode's data (kazoo's signature); a missing path raises `NoNodeError`."""
+    """`get` (and `get_async`) of one znode's data (kazoo's signatures); a missing path raises
+    `NoNodeError`."""
 
     def __init__(self, data: bytes | None) -> None:
         self.data = data
@@ -49,6 +51,9 @@ class FakeClient:
         if self.data is None:
             raise NoNodeError()
         return self.data, Stat()
+
+    def get_async(self, path: str) -> Settled:
+        return Settled(lambda: self.get(path))
 
 
 def _pointer(data: bytes) -> HandoverPointer | None:

@@ -15,6 +15,8 @@ from kafka.errors import KafkaTimeoutError
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
 from framework.kafka import consumer as kafka_settings
+from framework.kafka.errors import ClientError
+from framework.kafka.keyed_log import SEEK_PAST, ForwardRead
 from framework.testing.handover_runs import after_polls, run_node, session_ids
 from framework.testkit.memory import MemoryLog, traffic_log
 from router.generator import generate_fragments
@@ -27,7 +29,7 @@ from state.handover import (
     MemoryPointers,
     Written,
 )
-from state.handover_kafka import open_handover_log
+from state.handover_kafka import KafkaHandoverLog, open_handover_log
 from state.handover_zookeeper import ZooKeeperPointers
 from state.store import VersionedMemory
 
@@ -43,6 +45,7 @@ class RecordingLog(MemoryHandoverLog):
         super().__init__()
         self.refuse = refuse or set()
         self.calls: list[list[str]] = []
+        self.reads: list[list[str]] = []
 
     def write_many(self, records: Sequence[tuple[str, bytes]], timeout: float) -> list[Written]:
         self.calls.append([stream for stream, _ in records])
@@ -53,11 +56,22 @@ class RecordingLog(MemoryHandoverLog):
             raise StateError(f"stream {stream}: not acknowledged (told to)")
         return super().write(stream, data)
 
+    def read_many(
+        self, wanted: Mapping[str, int], timeout: float
+    ) -> dict[str, bytes | StateError | None]:
+        self.reads.append(list(wanted))
+        return super().read_many(wanted, timeout)
+
 
 class RecordingPointers(MemoryPointers):
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[list[str]] = []
+        self.reads: list[list[str]] = []
+
+    def read_many(self, streams: Sequence[str]) -> dict[str, HandoverPointer | StateError | None]:
+        self.reads.append(list(streams))
+        return super().read_many(streams)
 
     def write_many(
         self, pointers: Mapping[str, HandoverPointer], timeout: float
@@ -286,6 +300,21 @@ def test_a_stop_writes_its_records_in_one_go_and_a_refused_one_replays() -> None
     )
 
 
+def test_a_take_reads_every_pointer_in_one_go_and_every_record_in_one_pass() -> None:
+    log, memory = MemoryLog(traffic_log(FRAGMENTS, STREAMS)), VersionedMemory()
+    handover_log, pointers = RecordingLog(), RecordingPointers()
+    store = HandoverStore(handover_log, pointers)
+    run_node(log, memory, store, after_polls(6))
+    written = set(handover_log.calls[0])
+    assert len(written) >= 2, "fewer than two open streams: no test"
+    assert pointers.reads == [] and handover_log.reads == []
+    second, _ = run_node(log, memory, store, log.caught_up)
+    assert second.handover.counts["used"] == len(written)
+    assert [set(streams) for streams in pointers.reads] == [written], "one read of the pointers"
+    assert [set(streams) for streams in handover_log.reads] == [written], "one pass of the log"
+    assert set(pointers.notes) == set(log.streams), "every stream taken has its resume note"
+
+
 # -- the taker: one reader for all the reads of a node ----------------------------------------
 
 
@@ -297,6 +326,7 @@ class FakeReader:
     def __init__(self, records: Sequence[tuple[str, bytes]]) -> None:
         self.records = records
         self.position = 0
+        self.seeks: list[int] = []
         self.closed = False
         FakeReader.created.append(self)
 
@@ -305,13 +335,15 @@ class FakeReader:
 
     def seek(self, partition: Any, offset: int) -> None:
         self.position = offset
+        self.seeks.append(offset)
 
     def poll(self, timeout_ms: int) -> dict[Any, list[Any]]:
         found = [
             SimpleNamespace(offset=at, key=stream.encode(), value=data)
             for at, (stream, data) in enumerate(self.records)
-            if at >= self.position
+            if self.position <= at < self.position + 100  # a fetch's worth
         ]
+        self.position += len(found)
         return {self.partition: found}
 
     def close(self) -> None:
@@ -344,11 +376,13 @@ class FakeConfluentReader:
     def __init__(self, config: dict[str, Any], records: Sequence[tuple[str, bytes]]) -> None:
         self.config, self.records = config, records
         self.position: int | None = None
+        self.assigned: list[int] = []
         self.closed = False
         FakeConfluentReader.created.append(self)
 
     def assign(self, partitions: list[Any]) -> None:
         self.position = partitions[0].offset
+        self.assigned.append(partitions[0].offset)
 
     def unassign(self) -> None:
         self.position = None  # a real one would otherwise keep fetching in the background
@@ -356,6 +390,9 @@ class FakeConfluentReader:
     def poll(self, timeout: float) -> Any:
         assert self.position is not None, "polled while unassigned"
         at = self.position
+        if at >= len(self.records):
+            return None  # nothing more within the timeout
+        self.position += 1
         stream, data = self.records[at]
         return SimpleNamespace(
             error=lambda: None, offset=lambda: at, key=lambda: stream.encode(), value=lambda: data
@@ -381,3 +418,57 @@ def test_confluent_reads_every_record_with_one_reader(monkeypatch: pytest.Monkey
     assert reader.config["fetch.wait.max.ms"] <= 50, "each read would wait out a held fetch"
     log.close()
     assert reader.closed
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_many_records_are_read_forward_in_one_pass_seeking_only_past_a_long_gap(
+    client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import framework.kafka.confluent_log as confluent_kafka  # where the reader is made
+
+    records = [(THREE[at % 3], f"record {at}".encode()) for at in range(600)]
+    FakeReader.created, FakeConfluentReader.created = [], []
+    monkeypatch.setattr(kafka_settings, "assigned_consumer", lambda *a, **k: FakeReader(records))
+    monkeypatch.setattr(
+        confluent_kafka, "Consumer", lambda config: FakeConfluentReader(config, records)
+    )
+    log = open_handover_log(client, "k:1", "app.handover", client_id="n1", properties={})
+    wanted = {THREE[2]: 599, THREE[1]: 1, THREE[0]: 0}  # 599: more than SEEK_PAST past 1
+    assert log.read_many(wanted, timeout=5.0) == {
+        s: f"record {at}".encode() for s, at in wanted.items()
+    }
+    [reader] = FakeReader.created or FakeConfluentReader.created
+    assert (reader.seeks if client == "kafka-python" else reader.assigned) == [0, 599]
+    assert log.read_many({THREE[0]: 1}, timeout=5.0) == {THREE[0]: None}, "another stream's"
+    log.close()
+
+
+def test_a_forward_read_answers_each_offset_with_the_first_record_at_or_after_it() -> None:
+    wanted = ForwardRead([900, 5, 6, 5])
+    assert wanted.position == 5 and not wanted.done
+    wanted.see(4, b"k", b"before")  # fetched before the seek: answers nothing
+    wanted.see(5, b"k", b"five")
+    assert wanted.seek_from(5) is None, "6 is next: read on"
+    wanted.see(7, b"k", b"seven")  # 6 was compacted away: the first record after it
+    assert wanted.found == {5: (5, b"k", b"five"), 6: (7, b"k", b"seven")}
+    assert wanted.seek_from(7) == 900 and wanted.seek_from(900 - SEEK_PAST) is None
+    wanted.see(903, None, None)
+    assert wanted.done and wanted.found[900] == (903, None, None)
+
+
+def test_a_reader_that_fails_leaves_every_stream_unread_and_each_one_replays() -> None:
+    class BrokenLog:  # the client layer's keyed log, its reader failing mid-pass
+        topic = "app.handover"
+
+        def read_many(self, offsets: Sequence[int], timeout: float) -> dict[int, Any]:
+            raise ClientError("record unreadable (broker gone)", client_class="KafkaError")
+
+    log = KafkaHandoverLog(BrokenLog())  # type: ignore[arg-type]
+    outcomes = log.read_many({THREE[0]: 3, THREE[1]: 4}, 1.0)
+    for stream in THREE[:2]:
+        assert isinstance(outcomes[stream], StateError) and stream in str(outcomes[stream])
+    pointers = MemoryPointers()
+    for offset, stream in enumerate(THREE[:2]):
+        pointers.write(stream, HandoverPointer(5, 900, offset + 3, 10, "00"))
+    fetched = HandoverStore(log, pointers).fetch_many({s: (5, 900) for s in THREE[:2]})
+    assert {s: f.reason for s, f in fetched.items()} == dict.fromkeys(THREE[:2], "unreadable")

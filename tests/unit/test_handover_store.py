@@ -12,6 +12,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from prometheus_client import generate_latest
 
 from framework.node.metrics import HandoverMetrics, NodeMetrics
+from framework.testing.settled import Settled
 from state.errors import StateError
 from state.handover import (
     HandoverMissing,
@@ -144,21 +145,11 @@ class FakeZooKeeper:
             raise BadVersionError()
         self.data, self.version = data, self.version + 1
 
-    def get_async(self, path: str) -> Done:
-        return Done(lambda: self.get(path))
+    def get_async(self, path: str) -> Settled:
+        return Settled(lambda: self.get(path))
 
     def transaction(self) -> FakeTransaction:
         return FakeTransaction(self)
-
-
-class Done:
-    """A kazoo `IAsyncResult` that is already settled: `get` returns or raises."""
-
-    def __init__(self, result: Any) -> None:
-        self._result = result
-
-    def get(self, timeout: float | None = None) -> Any:
-        return self._result()
 
 
 class FakeTransaction:
@@ -170,7 +161,7 @@ class FakeTransaction:
     def set_data(self, path: str, data: bytes, version: int) -> None:
         self.sets.append((path, data, version))
 
-    def commit_async(self) -> Done:
+    def commit_async(self) -> Settled:
         def commit() -> list[Any]:
             self.zk.multis += 1
             if self.zk.race:
@@ -181,7 +172,7 @@ class FakeTransaction:
                 self.zk.set("registration", data, self.zk.version)
             return [type("Stat", (), {"version": self.zk.version})() for _ in self.sets]
 
-        return Done(commit)
+        return Settled(commit)
 
 
 def test_the_pointer_lives_beside_the_registration_and_keeps_its_fields() -> None:
