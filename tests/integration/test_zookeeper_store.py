@@ -21,6 +21,15 @@ def _take(client, path: str) -> int:
     return client.set(path, data, version=stat.version).version
 
 
+def _created_and_taken(client, paths: AppPaths, streams: list[str]) -> dict[str, int]:
+    """Each stream's state znode created, then taken: its epoch."""
+    epochs = {}
+    for stream in streams:
+        client.create(paths.stream_state(stream), b"", makepath=True)
+        epochs[stream] = _take(client, paths.stream_state(stream))
+    return epochs
+
+
 def test_a_stale_owner_cannot_commit_and_the_stored_state_is_unchanged(
     zk_hosts: str, app: str
 ) -> None:
@@ -78,10 +87,8 @@ def test_one_multi_operation_commits_many_streams_and_a_fenced_one_is_singled_ou
     with zookeeper_client(zk_hosts) as client:
         records = ZooKeeperRecords(client, paths.stream_states)
         store = FencedStateStore(records)
-        epochs = {}
+        epochs = _created_and_taken(client, paths, streams)
         for stream in streams:
-            client.create(paths.stream_state(stream), b"", makepath=True)
-            epochs[stream] = _take(client, paths.stream_state(stream))
             store.load(stream, epochs[stream])
 
         def states(offset: int) -> list[StreamState]:
@@ -108,10 +115,7 @@ def test_an_assignment_reads_every_state_in_one_go_and_loads_need_no_more_round_
     paths = AppPaths(app)
     streams = [f"s.stream.{i:04d}" for i in range(4)]
     with zookeeper_client(zk_hosts) as client:
-        epochs = {}
-        for stream in streams[:3]:  # the fourth has no state znode
-            client.create(paths.stream_state(stream), b"", makepath=True)
-            epochs[stream] = _take(client, paths.stream_state(stream))
+        epochs = _created_and_taken(client, paths, streams[:3])  # the fourth has no znode
         store = FencedStateStore(ZooKeeperRecords(client, paths.stream_states))
         store.prepare(streams)
         client.stop()  # what the loads need was read by `prepare`: ZooKeeper is not asked again
