@@ -71,8 +71,8 @@ class LogStateStore:
 
     def load(self, stream: str, epoch: int) -> StreamState:
         """Check the epoch, fence the earlier owners, then read the newest committed state."""
-        hint = self.hints.load(stream, epoch)
-        stored = self._stored_epoch(stream)
+        # `stored`: the owner epoch ZooKeeper's record was written at.
+        hint, stored = self.hints.load_stored(stream, epoch)
         try:
             self._before_read(stream)  # the fence: nothing commits after the read
             data = self.log.latest(stream.encode(), self.timeout)
@@ -101,11 +101,6 @@ class LogStateStore:
         except StateError:
             self.hints.release(stream)
             raise
-
-    def _stored_epoch(self, stream: str) -> int:
-        """The owner epoch ZooKeeper's record was written at (`load` replaces it by the new)."""
-        data, _ = self.hints.records.read(stream)
-        return StreamState.decode(data, stream=stream).epoch
 
     def commit(self, stream: str, state: StreamState) -> None:
         """Write the ZooKeeper hint of a state its transaction committed."""

@@ -151,6 +151,10 @@ class FencedStateStore:
 
     def load(self, stream: str, epoch: int) -> StreamState:
         """Read the stream's state as its owner at `epoch`; raise `FencedError` if it moved."""
+        return self.load_stored(stream, epoch)[0]
+
+    def load_stored(self, stream: str, epoch: int) -> tuple[StreamState, int]:
+        """`load`, and the owner epoch the record was written at (before `epoch` replaced it)."""
         ahead = self._read_ahead.pop(stream, None)
         if isinstance(ahead, Exception):
             raise ahead
@@ -159,10 +163,10 @@ class FencedStateStore:
         data, version = self.records.read(stream) if ahead is None else ahead
         if version != epoch:
             raise FencedError(stream, expected=epoch, found=version)
-        state = replace(StreamState.decode(data, stream=stream), epoch=epoch)
+        stored = StreamState.decode(data, stream=stream)
         self._expected[stream] = epoch
         self._epochs[stream] = epoch
-        return state
+        return replace(stored, epoch=epoch), stored.epoch
 
     def commit(self, stream: str, state: StreamState) -> None:
         """Write `state` if we still own the stream; else raise `FencedError`, writing nothing."""

@@ -407,6 +407,26 @@ def test_the_newest_committed_record_wins_unless_zookeeper_has_a_later_owners() 
     assert store().load("s", memory.take("s")).committed_offset == 2
 
 
+def test_a_take_reads_each_zookeeper_hint_once_for_all_its_streams() -> None:
+    reads: list[str] = []
+
+    class CountedMemory(VersionedMemory):
+        def read(self, stream: str) -> tuple[bytes, int]:
+            reads.append(stream)
+            return super().read(stream)
+
+    memory = CountedMemory()
+    epochs = {stream: memory.take(stream) for stream in ("s", "t")}
+    reads.clear()
+    store = LogStateStore(
+        FencedStateStore(memory), FakeStateLog(FakeKafka()), before_read=lambda s: None, timeout=1
+    )
+    store.prepare(list(epochs))
+    for stream, epoch in epochs.items():
+        assert store.load(stream, epoch) == StreamState.initial(stream, epoch)
+    assert reads == ["s", "t"], "one read of each hint: the one `prepare` made"
+
+
 def test_a_failed_init_fails_the_take_as_an_unreadable_state() -> None:
     memory = VersionedMemory()
 
