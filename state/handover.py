@@ -11,11 +11,11 @@ written beside the stream in ZooKeeper (`active_streams/<stream>`, key
 the claim is released.
 
 Record layout: one marker byte (`0x00` plain, `0x01` zlib) and a msgpack map
-`{"v", "stream", "epoch", "committed", "engine"}`.  `HandoverStore.fetch`
-(`fetch_many`: the pointers of many streams in one round trip, their records in
-one pass over the log) returns a record only if the pointer matches what the caller loaded and the
-bytes match the pointer's size and checksum; anything else raises
-`HandoverMissing` with the reason, and the caller replays.
+`{"v", "stream", "epoch", "committed", "engine"}`.  `HandoverStore.fetch_many`
+(the pointers of many streams in one round trip, their records in one pass over
+the log; `fetch` for one stream) gives a record only if the pointer matches what
+the caller loaded and the bytes match the pointer's size and checksum; anything
+else is a `HandoverMissing` with the reason, and the caller replays.
 """
 
 from __future__ import annotations
@@ -221,10 +221,6 @@ class HandoverPointers(Protocol):
     ) -> dict[str, StateError | None]:
         """Store several streams' pointers in as few round trips as possible, within `timeout`;
         the outcome per stream (None: written)."""
-        ...
-
-    def read(self, stream: str) -> HandoverPointer | None:
-        """The stream's pointer, if any."""
         ...
 
     def read_many(self, streams: Sequence[str]) -> dict[str, HandoverPointer | StateError | None]:

@@ -52,13 +52,6 @@ class KafkaHandoverLog:
             for (stream, _), outcome in zip(records, outcomes, strict=True)
         ]
 
-    def read(self, stream: str, offset: int, timeout: float) -> bytes | None:
-        """The record at `offset` if it is the stream's; `StateError` if not read in time."""
-        data = self.read_many({stream: offset}, timeout)[stream]
-        if isinstance(data, StateError):
-            raise data
-        return data
-
     def read_many(
         self, wanted: Mapping[str, int], timeout: float
     ) -> dict[str, bytes | StateError | None]:

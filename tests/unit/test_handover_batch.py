@@ -360,8 +360,8 @@ def test_kafka_python_reads_every_record_with_one_reader(monkeypatch: pytest.Mon
     )
     log = open_handover_log("kafka-python", "k:1", "app.handover", client_id="n1", properties={})
     for offset in (2, 0, 1):
-        assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
-    assert log.read(THREE[0], 1, timeout=5.0) is None, "another stream's record at that offset"
+        assert log.read_many({THREE[offset]: offset}, 5.0) == {THREE[offset]: records[offset][1]}
+    assert log.read_many({THREE[0]: 1}, 5.0) == {THREE[0]: None}, "another stream's record there"
     assert len(FakeReader.created) == 1 and not FakeReader.created[0].closed
     assert settings[0]["fetch_max_wait_ms"] <= 50, "each read would wait out a held fetch"
     log.close()
@@ -412,7 +412,7 @@ def test_confluent_reads_every_record_with_one_reader(monkeypatch: pytest.Monkey
     )
     log = open_handover_log("confluent", "k:1", "app.handover", client_id="n1", properties={})
     for offset in (2, 0, 1):
-        assert log.read(THREE[offset], offset, timeout=5.0) == records[offset][1]
+        assert log.read_many({THREE[offset]: offset}, 5.0) == {THREE[offset]: records[offset][1]}
     [reader] = FakeConfluentReader.created
     assert reader.position is None, "left assigned between reads"
     assert reader.config["fetch.wait.max.ms"] <= 50, "each read would wait out a held fetch"
