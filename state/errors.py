@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from framework.kernel.errors import SessionizerError, StreamError
 
 __all__ = [
@@ -10,7 +12,17 @@ __all__ = [
     "FencedError",
     "StateError",
     "StateTooLargeError",
+    "caused_by",
 ]
+
+E = TypeVar("E", bound=BaseException)
+
+
+def caused_by(error: E, cause: BaseException | None) -> E:
+    """`error` with `cause` as its `__cause__`: what `raise error from cause` sets, for an
+    error handed back per stream in a batch's outcomes rather than raised."""
+    error.__cause__ = cause
+    return error
 
 
 class StateError(SessionizerError):

@@ -34,7 +34,7 @@ import msgpack
 
 from framework.kernel.errors import StreamError
 from framework.kernel.safe_json import loads_object
-from state.errors import StateError
+from state.errors import StateError, caused_by
 from state.record import MAX_OFFSET
 
 __all__ = [
@@ -333,9 +333,7 @@ class HandoverStore:
 def _missing(
     stream: str, reason: Reason, detail: str, cause: BaseException | None = None
 ) -> HandoverMissing:
-    missing = HandoverMissing(stream, reason, detail)
-    missing.__cause__ = cause
-    return missing
+    return caused_by(HandoverMissing(stream, reason, detail), cause)
 
 
 def _pointer_for(

@@ -20,7 +20,7 @@ from typing import Final
 
 from framework.kafka.errors import ClientError
 from framework.kafka.keyed_log import KeyedLog, Unwritten, open_keyed_log
-from state.errors import StateError
+from state.errors import StateError, caused_by
 from state.handover import Written
 
 __all__ = ["MAX_HANDOVER_BYTES", "KafkaHandoverLog", "open_handover_log"]
@@ -89,9 +89,7 @@ def open_handover_log(
 
 
 def _unread(stream: str, why: str, cause: BaseException | None = None) -> StateError:
-    unread = StateError(f"stream {stream}: {why}")
-    unread.__cause__ = cause
-    return unread
+    return caused_by(StateError(f"stream {stream}: {why}"), cause)
 
 
 def _mine(

@@ -23,7 +23,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from framework.kernel.safe_json import loads_object
-from state.errors import StateError
+from state.errors import StateError, caused_by
 from state.handover import HandoverPointer
 from state.store import BATCH_WRITES
 from state.zookeeper_store import StreamZnodes, all_written
@@ -153,9 +153,8 @@ class ZooKeeperPointers(StreamZnodes):
                 pointers[stream] = None
                 continue
             except KazooException as exc:
-                failed = StateError(f"stream {stream}: handover pointer unreadable ({exc!r})")
-                failed.__cause__ = exc
-                pointers[stream] = failed
+                unreadable = StateError(f"stream {stream}: handover pointer unreadable ({exc!r})")
+                pointers[stream] = caused_by(unreadable, exc)
                 continue
             pointers[stream] = HandoverPointer.from_json(_fields(data).get(_HANDOVER.name))
         return pointers

@@ -26,6 +26,7 @@ from typing import Any
 
 from framework.node.metrics import HandoverMetrics
 from framework.node.task import StreamTask
+from sessionizer.engine import SessionEngine
 from sessionizer.handover import HandoverUnavailable, export_engine, restore_engine
 from sessionizer.processor import StreamProcessor
 from state.errors import StateError
@@ -212,22 +213,31 @@ class NodeHandover:
     ) -> Resumption:
         reason = self._why_not(state)
         if reason is None:
-            if fetched is None:
-                reason = "timeout: this assignment's handover reads took too long"
-            elif isinstance(fetched, HandoverMissing):
-                reason = f"{fetched.reason}: {fetched.detail}"
-            else:
-                try:
-                    engine = restore_engine(processor, state, fetched.engine)
-                except HandoverMissing as exc:
-                    reason = f"{exc.reason}: {exc.detail}"
-                except HandoverUnavailable as exc:
-                    reason = f"refused: {exc.reason}"
-                else:
-                    position = state.committed_offset
-                    task = StreamTask(state.stream, engine, position=position, committed=state)
-                    return Resumption(task, True, None)
+            restored = self._restored(processor, state, fetched)
+            if not isinstance(restored, str):
+                position = state.committed_offset
+                task = StreamTask(state.stream, restored, position=position, committed=state)
+                return Resumption(task, True, None)
+            reason = restored
         return Resumption(StreamTask.resume(processor, state), False, reason)
+
+    def _restored(
+        self,
+        processor: StreamProcessor[Any],
+        state: StreamState,
+        fetched: HandoverRecord | HandoverMissing | None,
+    ) -> SessionEngine | str:
+        """The engine from the stream's fetched handover, or why there is none to use."""
+        if fetched is None:
+            return "timeout: this assignment's handover reads took too long"
+        if isinstance(fetched, HandoverMissing):
+            return f"{fetched.reason}: {fetched.detail}"
+        try:
+            return restore_engine(processor, state, fetched.engine)
+        except HandoverMissing as exc:
+            return f"{exc.reason}: {exc.detail}"
+        except HandoverUnavailable as exc:
+            return f"refused: {exc.reason}"
 
     def _note(self, resumptions: Mapping[str, Resumption]) -> None:
         """Write how each stream was resumed; a note not written is logged, nothing else."""
