@@ -282,6 +282,8 @@ def run_nodes(
         if watch.balanced_at and joined
         else None,
         "startup_s": started - spawned,
+        "started_at": started,
+        "caught_up_at": watch.caught_up_at,
         "state_writes": watch.writes,
         "state_bytes_written": watch.bytes_written,
         "state_bytes_final": watch.final_sizes,

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.perf_node [--fragments 1000000] [--streams 64]
         [--client confluent|kafka-python] [--frequency 1999] [--top 40] [--keep FILE]
+        [--call-graph]
 
 `benchmarks.profile_node` samples Python frames (py-spy) and cannot see what is not
 Python: librdkafka's threads, the kernel, the allocator, the collector, the compiled
@@ -12,6 +13,11 @@ report`'s shares of the node's samples by thread, by shared object (`libpython` 
 interpreter and its runtime, the `__mypyc` library the compiled engine, `_sessionizer_*`
 the Rust modules) and the `--top` symbols.  Needs `perf` (linux-tools) and the right to
 profile (root, or `perf_event_paranoid` <= 1).
+
+`--call-graph` records call chains (`perf record -g`) and adds each thread's share of
+the samples spent in page faults (a chain through the kernel's `exc_page_fault`):
+memory touched for the first time, which no symbol of the node's own shows
+(benchmarks/HOT_PATH.md, round 15: librdkafka's fetch thread).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from benchmarks.measure import bench_cluster, delete_app, load_average, save_sce
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
 from benchmarks.workload import load, produce
 
-__all__ = ["main", "parse_report"]
+__all__ = ["fault_shares", "main", "parse_report"]
 
 _LINE = re.compile(r"^\s*(?P<share>\d+\.\d+)%\s+(?P<name>.+?)\s*$")
 
@@ -43,6 +49,29 @@ def parse_report(text: str) -> list[tuple[float, str]]:
         if match:
             rows.append((float(match["share"]), " ".join(match["name"].split())))
     return rows
+
+
+def fault_shares(script: str) -> list[tuple[float, str]]:
+    """(percent of all samples, thread) in page faults, from `perf script` output with chains."""
+    faults: dict[str, int] = {}
+    samples = 0
+    for block in script.split("\n\n"):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        samples += 1
+        if any("exc_page_fault" in line for line in lines[1:]):
+            thread = lines[0].split()[0]
+            faults[thread] = faults.get(thread, 0) + 1
+    ranked = sorted(faults.items(), key=lambda item: -item[1])
+    return [(100.0 * count / samples, thread) for thread, count in ranked]
+
+
+def _faults(data: Path) -> list[tuple[float, str]]:
+    run = subprocess.run(
+        ["perf", "script", "-i", str(data)], capture_output=True, text=True, check=True
+    )
+    return fault_shares(run.stdout)
 
 
 def _report(data: Path, sort: str) -> list[tuple[float, str]]:
@@ -63,6 +92,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--frequency", type=int, default=1999, help="samples per second")
     parser.add_argument("--top", type=int, default=40, help="symbols to print")
     parser.add_argument("--keep", help="keep perf's data file here")
+    parser.add_argument(
+        "--call-graph", action="store_true", help="record call chains too (perf record -g)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (apt-get install linux-perf)")
@@ -74,6 +106,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def attach(pids: list[int]) -> None:
         command = ["perf", "record", "-F", str(args.frequency), "-p", str(pids[0]), "-o", str(data)]
+        command += ["-g"] if args.call_graph else []
         recorders.append(
             subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         )
@@ -95,12 +128,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         recorder.send_signal(signal.SIGINT)
                     recorder.wait(timeout=120)
         shares = {sort: _report(data, sort) for sort in ("comm", "dso", "dso,sym")}
+        if args.call_graph:
+            shares["faults"] = _faults(data)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     progress(f"    {run['fragments_per_s']:,.0f} fragments/s, {run['node_cpu_s']} CPU s under perf")
     for title, sort, limit in (("thread", "comm", 10), ("library", "dso", 15)):
         print(f"\nshare of the node's samples by {title}")
         for share, name in shares[sort][:limit]:
+            print(f"  {share:6.2f} %  {name}")
+    if "faults" in shares:
+        print("\nshare of the node's samples in page faults, by thread")
+        for share, name in shares["faults"][:10]:
             print(f"  {share:6.2f} %  {name}")
     print(f"\nthe top {args.top} symbols")
     for share, name in shares["dso,sym"][: args.top]:

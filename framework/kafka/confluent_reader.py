@@ -53,6 +53,8 @@ _PROBE_TIMEOUT_S = 1.0
 # How long a reader fetches nothing before it checks its client still knows a broker
 # (one metadata request; a node stranded so read nothing until the check found it).
 _IDLE_CHECK_S = 10.0
+_PREFETCH_KIB = 16 * 1024
+_PREFETCH_BACKOFF_MS = 100
 _OUT_OF_RANGE = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
 
 
@@ -79,6 +81,16 @@ class ConfluentReader:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "error",
             "enable.partition.eof": False,
+            # librdkafka's default prefetch is 64 MiB, and a fetch response stays allocated
+            # until its last record is consumed: a node behind its streams held 800 MB and
+            # touched a fresh page for every few records fetched (HOT_PATH.md, round 15).
+            # 16 MiB is more than a second of a node's records; librdkafka sizes its
+            # fetches (`fetch.max.bytes`) from it.
+            "queued.max.messages.kbytes": _PREFETCH_KIB,
+            # A partition over that bound is not fetched again for this long (default 1 s):
+            # with the smaller bound the loop ran dry for 0.4 s at a time, a few times in
+            # every 10 s, waiting for fetches that were postponed.
+            "fetch.queue.backoff.ms": _PREFETCH_BACKOFF_MS,
             # The user's properties last: theirs win (the reserved ones cannot be set).
             **(properties or {}),
             "error_cb": self._client_error,
