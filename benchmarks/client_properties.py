@@ -14,16 +14,15 @@ node's peak resident memory (VmHWM) and its minor page faults, read from /proc e
 main thread was off the CPU (sampled every 5 ms) between its first stream resumed and
 1.2 s before ZooKeeper showed it caught up (its last commit comes up to a commit
 interval after its last record).  A node that is behind its streams waits only for
-records that did not come.  An empty
-set is the node's own settings.  The default sets compare librdkafka's own prefetch
-settings (`queued.max.messages.kbytes=65536`, `fetch.queue.backoff.ms=1000`) with the
-node's (16384 and 100; benchmarks/HOT_PATH.md, round 15).
+records that did not come.  An empty set is the node's own settings.  The default sets
+compare librdkafka's own prefetch settings (`queued.max.messages.kbytes=65536`,
+`fetch.queue.backoff.ms=1000`) with the node's (16384 and 100; benchmarks/HOT_PATH.md,
+round 15).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import threading
@@ -33,12 +32,14 @@ from typing import Any
 
 from benchmarks.common import print_table, progress
 from benchmarks.measure import (
+    CLK_TCK,
     BenchCluster,
     bench_cluster,
     delete_app,
     load_average,
     remove_tree,
     save_scenario,
+    stat_fields,
 )
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
 from benchmarks.workload import Produced, Workload, load, produce
@@ -49,7 +50,6 @@ DEFAULT_SETS = [
     "librdkafka=queued.max.messages.kbytes=65536,fetch.queue.backoff.ms=1000",
     "node=",
 ]
-_TICKS = os.sysconf("SC_CLK_TCK")
 _WAIT_S = 0.1  # a wait of the main thread this long is counted
 # The last commit shows the node caught up up to a commit interval (1 s) and the watch's
 # poll after its last record: its waits in that time are not waits for records.
@@ -90,13 +90,12 @@ class ProcWatch:
         tick = 0
         while not self._stop.is_set():
             try:
-                main = Path(f"/proc/{self.pid}/task/{self.pid}/stat").read_text()
+                running = stat_fields(f"/proc/{self.pid}/task/{self.pid}/stat")[0] == "R"
                 if tick % 20 == 0:
                     self._totals()
-            except (FileNotFoundError, ProcessLookupError):
+            except OSError:
                 return  # exited: what was read last stays
             now, tick = time.time(), tick + 1
-            running = main.rsplit(")", 1)[1].split()[0] == "R"
             if not running and waiting_since is None:
                 waiting_since = now
             elif running and waiting_since is not None:
@@ -106,10 +105,10 @@ class ProcWatch:
             self._stop.wait(self.interval)
 
     def _totals(self) -> None:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat_fields(f"/proc/{self.pid}/stat")
         status = Path(f"/proc/{self.pid}/status").read_text()
         self.minor_faults = int(fields[7])
-        self.user_s, self.kernel_s = int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+        self.user_s, self.kernel_s = int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
         for line in status.splitlines():
             if line.startswith("VmHWM:"):
                 self.peak_rss_mb = int(line.split()[1]) // 1024
@@ -161,10 +160,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     medians = [_median(name, [r for r in rows if r["set"] == name]) for name in sets]
     print("\nmedians")
     print_table(medians, [c for c in columns if c not in ("round", "exact")])
-    extra_results = {"sets": {name: props for name, props in sets.items()}, "medians": medians}
     return save_scenario(
-        "client_properties", args, [workload.summary()], load_before, rows, **extra_results
-    )
+        "client_properties", args, [workload.summary()], load_before, rows,
+        sets=sets, medians=medians,
+    )  # fmt: skip
 
 
 def _one_node(

@@ -42,6 +42,7 @@ from framework.testing.members import balanced
 from state.record import StreamState
 
 __all__ = [
+    "CLK_TCK",
     "BenchCluster",
     "CpuSampler",
     "CpuTimes",
@@ -60,12 +61,14 @@ __all__ = [
     "remove_tree",
     "reset_app",
     "save_scenario",
+    "stat_fields",
     "topic_bytes",
     "tree_cpu",
     "tree_io",
 ]
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+"""Clock ticks a second: the unit of /proc's CPU times."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ class CpuTimes:
             values = [int(v) for v in stat.readline().split()[1:]]
         idle = values[3] + values[4]  # idle + iowait
         total = sum(values[:8])  # without guest time, which is counted in user already
-        return cls((total - idle) / _CLK_TCK, total / _CLK_TCK)
+        return cls((total - idle) / CLK_TCK, total / CLK_TCK)
 
     def cores_busy(self, later: CpuTimes, wall_seconds: float) -> float:
         """How many cores were busy on average between `self` and `later` (any process)."""
@@ -190,14 +193,20 @@ class CpuSampler:
         return c0.cores_busy(c1, t1 - t0) if t1 > t0 else None
 
 
+def stat_fields(path: str) -> list[str]:
+    """The fields of a /proc `stat` file after the command's name (the state first: field 3
+    of proc(5) is index 0); raises OSError when the process or thread is gone."""
+    with open(path) as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of one live process (0.0 when it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+        fields = stat_fields(f"/proc/{pid}/stat")
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def tree_cpu(pid: int) -> float:
@@ -216,8 +225,7 @@ def _children(pid: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            parent = int(stat_fields(f"/proc/{entry}/stat")[1])
         except (OSError, ValueError, IndexError):
             continue
         if parent == pid:
