@@ -88,7 +88,7 @@ class ConfluentReader:
             # fetches (`fetch.max.bytes`) from it.
             "queued.max.messages.kbytes": _PREFETCH_KIB,
             # A partition over that bound is not fetched again for this long (default 1 s):
-            # with the smaller bound the loop ran dry for 0.4 s at a time, a few times in
+            # with the smaller bound the loop ran dry for up to 0.4 s, a few times in
             # every 10 s, waiting for fetches that were postponed.
             "fetch.queue.backoff.ms": _PREFETCH_BACKOFF_MS,
             # The user's properties last: theirs win (the reserved ones cannot be set).
