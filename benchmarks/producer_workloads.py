@@ -50,6 +50,7 @@ ceiling a Python producer of this wire format can reach.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -193,6 +194,12 @@ def _one_run(
         prepared = prepare(config, fragments) if label == BARE[client] else []
         if label == ENCODING:
             prepared = encoding(config, fragments)
+        # The workload held in memory (and the bare producer's prepared records) is the
+        # harness's, not any producer's: left in the collector's generations, every full
+        # collection walks its millions of objects, and that cost fell on the producer that
+        # allocated most (benchmarks/HOT_PATH.md, round 16).  Frozen for all three alike.
+        gc.collect()
+        gc.freeze()
         with CpuSampler() as sampler:
             began = time.time()
             if label == "StreamProducer":
@@ -209,6 +216,7 @@ def _one_run(
         return {"seconds": seconds, "cpu": cpu, "busy": sampler.cores_busy(began, ended),
                 "watermarks": watermarks, **metadata}  # fmt: skip
     finally:
+        gc.unfreeze()
         delete_app(connection)
 
 

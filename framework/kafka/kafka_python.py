@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -21,9 +22,13 @@ def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
     return kafka_python_settings(properties, KafkaProducer.DEFAULT_CONFIG)
 
 
+_LOOK_EVERY: Final = 64
+"""Sends between two looks at the oldest kept futures, which let go of those done."""
+
 _SETTLE_EVERY: Final = 4096
-"""Sends between two looks at which of the kept futures are done: a producer that never
-flushes (`sessionizer produce` of an endless input) keeps those in flight, not every one."""
+"""Kept sends at which every kept future is looked at, not only the oldest: a producer that
+never flushes (`sessionizer produce` of an endless input) keeps those in flight, not every
+one, also while one partition's oldest send waits."""
 
 
 class KafkaPythonProducer:
@@ -32,13 +37,17 @@ class KafkaPythonProducer:
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self._settings = dict(settings)
-        # (future, topic, key, token) of the sends not yet seen done.  A plain list on the
-        # caller's thread: an errback per send took kafka-python's future lock and built a
-        # partial for every record, a few percent of the node's loop.
-        self._pending: list[tuple[Any, str, bytes | None, object]] = []
+        # (future, topic, key, token) of the sends not yet seen done, oldest first.  Kept on
+        # the caller's thread: an errback per send took kafka-python's future lock and built
+        # a partial for every record, a few percent of the node's loop.  Let go of soon after
+        # they are done: futures kept thousands of sends longer than kafka-python keeps them
+        # reach the collector's oldest generation and bring on its full collections
+        # (benchmarks/HOT_PATH.md, round 16).
+        self._pending: deque[tuple[Any, str, bytes | None, object]] = deque()
         self._failed: list[DeliveryFailure] = []
         """Failures seen done since the last flush (by `_settle`)."""
-        self._settle_in = _SETTLE_EVERY
+        self._look_in = _LOOK_EVERY
+        self._walk_at = _SETTLE_EVERY
         with CLIENT:
             self._producer = KafkaProducer(**settings)
 
@@ -71,24 +80,37 @@ class KafkaPythonProducer:
                 raise
             raise failed from exc
         self._pending.append((future, topic, key, token))
-        self._settle_in -= 1
-        if self._settle_in <= 0:
+        self._look_in -= 1
+        if self._look_in <= 0:
             self._settle()
 
     def _settle(self) -> None:
-        """Keep only the sends still in flight; a failed one waits in `_failed` for `flush`."""
-        in_flight = []
-        for entry in self._pending:
-            future = entry[0]
+        """Let go of the done sends, oldest first, or of every done one when many are kept; a
+        failed one waits in `_failed` for `flush`."""
+        pending, failed = self._pending, self._failed
+        while pending:
+            future = pending[0][0]
             if not future.is_done:
-                in_flight.append(entry)
-            elif future.exception is not None:
-                self._failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
-        self._pending, self._settle_in = in_flight, _SETTLE_EVERY
+                break
+            topic, key, token = pending.popleft()[1:]
+            if future.exception is not None:
+                failed.append(_failure(topic, key, token, future.exception))
+        if len(pending) >= self._walk_at:
+            in_flight: deque[tuple[Any, str, bytes | None, object]] = deque()
+            for entry in pending:
+                future = entry[0]
+                if not future.is_done:
+                    in_flight.append(entry)
+                elif future.exception is not None:
+                    failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
+            # Walked again only after as many more: a look stays O(1) per send on average.
+            self._pending, self._walk_at = in_flight, max(_SETTLE_EVERY, 2 * len(in_flight))
+        self._look_in = _LOOK_EVERY
 
     @property
     def unsettled(self) -> int:
-        """Sends kept until they are seen done (at most `_SETTLE_EVERY` plus those in flight)."""
+        """Sends kept until they are seen done: those in flight, and the done ones behind the
+        oldest in flight (fewer than `_SETTLE_EVERY`, or than twice those in flight)."""
         return len(self._pending)
 
     def _undelivered(self) -> list[str]:
@@ -98,7 +120,8 @@ class KafkaPythonProducer:
 
     def _forget_sends(self) -> None:
         """Drop every send kept (a transaction's end settled them all)."""
-        self._pending, self._failed, self._settle_in = [], [], _SETTLE_EVERY
+        self._pending, self._failed = deque(), []
+        self._look_in, self._walk_at = _LOOK_EVERY, _SETTLE_EVERY
 
     def topic_sender(self, topics: Sequence[str]) -> TopicSend:
         """`send` to partition 0 of `topics[index]` (kafka-python's own send is Python: the
