@@ -16,6 +16,12 @@ fresh app each:
   format does per fragment;
 - `StreamProducer` on that client: routing, encoding, watermarks, counting.
 
+The fragments held in memory (and the bare producer's prepared records) are frozen
+out of the cyclic collector's reach before each run (`gc.freeze`), for all three
+alike: a real producer does not hold its whole input, and left in, the million
+objects every full collection walked were charged to whichever producer allocated
+most (benchmarks/HOT_PATH.md, round 16).
+
 All three learn every topic's metadata before the clock starts (one request);
 each run is timed from the first send to the end of the final flush (every
 record acknowledged).  `ratio` is `StreamProducer`'s fragments/s over the bare
@@ -194,10 +200,7 @@ def _one_run(
         prepared = prepare(config, fragments) if label == BARE[client] else []
         if label == ENCODING:
             prepared = encoding(config, fragments)
-        # The workload held in memory (and the bare producer's prepared records) is the
-        # harness's, not any producer's: left in the collector's generations, every full
-        # collection walks its millions of objects, and that cost fell on the producer that
-        # allocated most (benchmarks/HOT_PATH.md, round 16).  Frozen for all three alike.
+        # The harness's data, not the producer's: out of the collector's reach (docstring).
         gc.collect()
         gc.freeze()
         with CpuSampler() as sampler:

@@ -12,7 +12,11 @@ NOTES = {
         "(stream, encoded key and value precomputed), bare + encoding (routing and encoding as "
         "it sends), and `StreamProducer`.  Timed from the first send to the last "
         "acknowledgement of the final flush; `CPU ratio`: the bare producer's CPU per fragment "
-        "over this one's."
+        "over this one's.  Before each run the fragments held in memory (and the bare "
+        "producer's prepared records) are frozen out of the cyclic collector's reach "
+        "(`gc.freeze`), for all three alike: a real producer does not hold its whole input, "
+        "and left in, a million objects walked by every full collection were charged to "
+        "whichever producer allocated most (benchmarks/HOT_PATH.md, round 16)."
     ),
     "nodes_vs_bare": (
         "Each workload is produced once.  On the same topics, for each Kafka client and each "
