@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from framework.kafka.errors import CLIENT, ClientError, ClientTimeout, MappedClient
-from framework.kernel.kafka_settings import kafka_python_config
+from framework.kafka.kafka_python_keywords import client_keywords
 
 __all__ = ["admin_client", "wait_writable"]
 
@@ -34,9 +34,9 @@ def admin_client(bootstrap: str, properties: Mapping[str, str] | None = None, **
 
     with CLIENT:
         admin = KafkaAdminClient(
-            **kafka_python_config(
+            **client_keywords(
+                KafkaAdminClient,
                 properties or {},
-                KafkaAdminClient.DEFAULT_CONFIG,
                 bootstrap_servers=bootstrap,
                 **extra,
             )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.kafka.errors import CLIENT, MappedClient
-from framework.kernel.kafka_settings import kafka_python_config
+from framework.kafka.kafka_python_keywords import client_keywords
 
 __all__ = ["assigned_consumer", "partition_zero"]
 
@@ -30,9 +30,9 @@ def assigned_consumer(
 
     with CLIENT:
         consumer = KafkaConsumer(
-            **kafka_python_config(
+            **client_keywords(
+                KafkaConsumer,
                 properties or {},
-                KafkaConsumer.DEFAULT_CONFIG,
                 bootstrap_servers=bootstrap,
                 group_id=None,
                 enable_auto_commit=False,

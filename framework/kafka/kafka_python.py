@@ -11,15 +11,15 @@ from kafka.errors import KafkaTimeoutError
 from kafka.partitioner.default import DefaultPartitioner
 
 from framework.kafka.errors import CLIENT, FLUSHING, SENDING, RecordTooLarge, kafka_python_error
+from framework.kafka.kafka_python_keywords import client_keywords
 from framework.kafka.producer import DeliveryFailure, Headers, TopicSend
-from framework.kernel.kafka_settings import kafka_python_settings
 
 __all__ = ["KafkaPythonProducer", "OnePartitionFirst", "producer_settings", "warm_metadata"]
 
 
 def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
     """`KafkaProducer` keyword arguments for client properties by their standard names."""
-    return kafka_python_settings(properties, KafkaProducer.DEFAULT_CONFIG)
+    return client_keywords(KafkaProducer, properties)
 
 
 _LOOK_EVERY: Final = 64

@@ -11,8 +11,8 @@ from kafka import KafkaProducer, TopicPartition
 
 from framework.kafka import consumer
 from framework.kafka.errors import CLIENT, FLUSHING, ClientError, FlushIncomplete
+from framework.kafka.kafka_python_keywords import client_keywords
 from framework.kafka.keyed_log import ForwardRead, Found, KeyedLogBase, Unwritten, late
-from framework.kernel.kafka_settings import kafka_python_config
 
 __all__ = ["KafkaPythonKeyedLog"]
 
@@ -39,9 +39,9 @@ class KafkaPythonKeyedLog(KeyedLogBase):
         def make() -> Any:
             with CLIENT:
                 return KafkaProducer(
-                    **kafka_python_config(
+                    **client_keywords(
+                        KafkaProducer,
                         self.properties,
-                        KafkaProducer.DEFAULT_CONFIG,
                         bootstrap_servers=self.bootstrap,
                         client_id=f"{self.client_id}-handover",
                         acks="all",

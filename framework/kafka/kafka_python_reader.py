@@ -26,6 +26,9 @@ from framework.kafka.reader import ReaderFetch
 __all__ = ["KafkaPythonReader"]
 
 _BOUNDS_TIMEOUT_MS = 10_000
+_FETCH_MAX_BYTES = 4 * 1024 * 1024
+"""The most one fetch response may carry (kafka-python's default: 50 MiB): a quarter of a
+second of a node's records or more (benchmarks/HOT_PATH.md, round 16)."""
 
 
 class KafkaPythonReader:
@@ -36,8 +39,14 @@ class KafkaPythonReader:
     ) -> None:
         try:
             with CLIENT:
+                # A node behind its streams held each 50 MiB response until its last record
+                # was taken, and waited for the next: a `--kafka-config` value still wins.
                 self._consumer = assigned_consumer(
-                    bootstrap, client_id, properties or {}, auto_offset_reset="none"
+                    bootstrap,
+                    client_id,
+                    properties or {},
+                    auto_offset_reset="none",
+                    fetch_max_bytes=_FETCH_MAX_BYTES,
                 )
         except ClientError as exc:  # the node's start reports it as one clear line
             raise ClientError(f"cannot reach Kafka at {bootstrap} ({exc})") from exc

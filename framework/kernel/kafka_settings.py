@@ -54,13 +54,16 @@ _JAAS_MODULES = {
 
 
 def kafka_python_settings(
-    properties: Mapping[str, str], accepted: Collection[str]
+    properties: Mapping[str, str], accepted: Collection[str], elsewhere: Collection[str] = ()
 ) -> dict[str, Any]:
     """kafka-python keywords for `properties`, for a client whose config keys are `accepted`.
 
-    A property with no kafka-python equivalent is an error naming it, rather
-    than a setting silently dropped (a dropped security setting fails later,
-    and less clearly).
+    One file serves a process's consumer and producers alike: a property only
+    another kafka-python client takes (`elsewhere`, such as a consumer's
+    `fetch.max.bytes` given to a producer) is left to that client, as librdkafka
+    and the Java client do.  A property no client takes is an error naming it,
+    rather than a setting silently dropped (a dropped security setting fails
+    later, and less clearly).
     """
     settings: dict[str, Any] = {}
     for name, value in properties.items():
@@ -69,6 +72,8 @@ def kafka_python_settings(
             continue
         keyword = _KAFKA_PYTHON.get(name, name.replace(".", "_"))
         if keyword not in accepted:
+            if keyword in elsewhere:
+                continue
             raise ConfigError(
                 f"Kafka client property {name!r} has no kafka-python equivalent; use "
                 "--kafka-client confluent, or remove it from the --kafka-config file"
@@ -78,15 +83,19 @@ def kafka_python_settings(
 
 
 def kafka_python_config(
-    properties: Mapping[str, str], accepted: Collection[str], **defaults: Any
+    properties: Mapping[str, str],
+    accepted: Collection[str],
+    elsewhere: Collection[str] = (),
+    **defaults: Any,
 ) -> dict[str, Any]:
-    """A kafka-python client's keywords: the project's `defaults`, then the user's `properties`.
+    """A kafka-python client's keywords: the project's `defaults`, then the user's `properties`
+    (those of `elsewhere` left to the other clients, as in `kafka_python_settings`).
 
     The user's value wins (a `client.id` of their own, a longer timeout), as it
     does with confluent-kafka; the properties the guarantees rest on cannot be
     in the file at all (`framework.kernel.client_settings.RESERVED_PROPERTIES`).
     """
-    return {**defaults, **kafka_python_settings(properties, accepted)}
+    return {**defaults, **kafka_python_settings(properties, accepted, elsewhere)}
 
 
 def librdkafka_logger() -> logging.Logger:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+from framework.kafka.kafka_python import producer_settings
+from framework.kafka.kafka_python_keywords import client_keywords
 from framework.kernel.client_settings import RESERVED_PROPERTIES, read_kafka_properties, redacted
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
@@ -42,6 +44,21 @@ def test_kafka_python_gets_its_keywords() -> None:
 def test_a_property_kafka_python_cannot_take_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match=r"queue\.buffering\.max\.kbytes"):
         kafka_python_settings({"queue.buffering.max.kbytes": "1"}, KafkaProducer.DEFAULT_CONFIG)
+
+
+def test_a_property_of_another_kafka_python_client_is_left_to_that_client() -> None:
+    # One --kafka-config file reaches a node's consumer and its producers: a consumer's
+    # `fetch.max.bytes` stopped the node, the producer refusing it (librdkafka and the
+    # Java client leave another client's property to that client, and so does this).
+    both = {"fetch.max.bytes": "16777216", "linger.ms": "5"}
+    assert client_keywords(KafkaConsumer, both, client_id="n1") == {
+        "client_id": "n1",
+        "fetch_max_bytes": 16777216,
+    }
+    assert producer_settings(both) == {"linger_ms": 5}  # the node's sink, `StreamProducer`
+    assert client_keywords(KafkaAdminClient, both) == {}
+    with pytest.raises(ConfigError, match=r"fetch\.max\.byte'"):  # a typo is no client's
+        client_keywords(KafkaConsumer, {"fetch.max.byte": "1"})
 
 
 def test_the_java_client_gets_a_jaas_line_and_a_pem_truststore() -> None:
