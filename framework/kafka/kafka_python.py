@@ -88,13 +88,11 @@ class KafkaPythonProducer:
         """Let go of the done sends, oldest first, or of every done one when many are kept; a
         failed one waits in `_failed` for `flush`."""
         pending, failed = self._pending, self._failed
-        while pending:
-            future = pending[0][0]
-            if not future.is_done:
-                break
-            topic, key, token = pending.popleft()[1:]
+        while pending and pending[0][0].is_done:
+            entry = pending.popleft()
+            future = entry[0]
             if future.exception is not None:
-                failed.append(_failure(topic, key, token, future.exception))
+                failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
         if len(pending) >= self._walk_at:
             in_flight: deque[tuple[Any, str, bytes | None, object]] = deque()
             for entry in pending:
