@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.nodes_vs_bare [--workload apache|generated|both]
         [--fragments 1000000] [--streams 64] [--nodes 1 2 4]
-        [--clients confluent kafka-python]
+        [--clients confluent kafka-python] [--repeat 1]
 
 Each workload is produced once (`StreamProducer`, end-of-input watermark) to
 its own app.  Then, on those same topics, for each Kafka client (the
@@ -32,6 +32,11 @@ the same N: the headline.  `relay_ceiling` (relay over bare readers) is the most
 commits cost on top of the client's own reading and writing.  `node_per_core` is
 fragments per CPU second of the nodes themselves (fragments/s per busy core; their
 start-up included).
+With `--repeat K` each (client, N) runs K times, bare, nodes and relay in turn, and
+its row gives the median of each rate (and the ratios of those medians), the rest
+from the nodes' median run, every run's rates under `runs`: a node's time ends at a
+once-a-second commit, so one run of about ten seconds lands a tenth above or below
+another (benchmarks/HOT_PATH.md, round 15); issue 24 quotes medians of 3.
 `cores_busy` is the whole machine's average over the run (Kafka and ZooKeeper
 included): near the core count, the machine is the limit.
 """
@@ -42,6 +47,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,7 +83,15 @@ from framework.testing.nodes import NodeGroup, streams_of
 from framework.verify import verify_sessions
 from router.naming import sessions_topic
 
-__all__ = ["CLIENTS", "WEBLOG", "main", "new_connection", "run_bare", "run_nodes"]
+__all__ = [
+    "CLIENTS",
+    "WEBLOG",
+    "main",
+    "median_row",
+    "new_connection",
+    "run_bare",
+    "run_nodes",
+]
 
 WEBLOG = "sessionizer.examples.weblog:WebSessions"
 CLIENTS: tuple[Transport, ...] = ("confluent", "kafka-python")
@@ -367,12 +381,39 @@ def _one_workload(
     try:
         produced = produce(workload, connection, args.streams)
         return [
-            _one_run(cluster, produced, workload, client, count, scratch)
+            median_row(
+                [
+                    _one_run(cluster, produced, workload, client, count, scratch)
+                    for _ in range(args.repeat)
+                ]
+            )
             for client in args.clients
             for count in args.nodes
         ]
     finally:
         delete_app(connection)
+
+
+_RATES = {"bare": "bare_fragments_per_s", "relay": "relay_fragments_per_s",
+          "node": "node_fragments_per_s"}  # fmt: skip
+
+
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for repeated runs of a (client, N): median rates and their ratios, the rest
+    from the nodes' median run (the lower one of an even count), each run's rates kept."""
+    if len(runs) == 1:
+        return runs[0]
+    by_node = sorted(runs, key=lambda r: r["node_fragments_per_s"])
+    row = dict(by_node[(len(runs) - 1) // 2])
+    for key in (*_RATES.values(), "node_per_core"):
+        row[key] = statistics.median(r[key] for r in runs)
+    bare, relay, node = (row[key] for key in _RATES.values())
+    row.update(ratio=node / bare, relay_ceiling=relay / bare, ratio_to_relay=node / relay)
+    row["node_exact"] = all(r["node_exact"] for r in runs)
+    for key in ("node_lost", "node_extra", "node_duplicates"):
+        row[key] = max(r[key] for r in runs)
+    row["runs"] = {name: [r[key] for r in runs] for name, key in _RATES.items()}
+    return row
 
 
 COLUMNS = [
@@ -401,7 +442,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--clients", nargs="+", choices=CLIENTS, default=list(CLIENTS))
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each (client, N); rows give medians"
+    )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     names = WORKLOADS if args.workload == "both" else (args.workload,)
     load_before = load_average()
     summaries: list[dict[str, Any]] = []
@@ -414,6 +460,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     title = (
         f"nodes vs bare readers: {args.fragments:,} fragments per workload, {args.streams} streams"
     )
+    if args.repeat > 1:
+        title += f", medians of {args.repeat} runs"
     show(title, rows, COLUMNS)
     return save_scenario("nodes_vs_bare", args, summaries, load_before, rows)
 

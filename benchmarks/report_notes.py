@@ -31,7 +31,9 @@ NOTES = {
         "core the nodes kept busy (start-up included).  Node time runs from the "
         "first stream resumed to ZooKeeper showing every stream's committed position at its "
         "end offset (so it includes up to one commit interval).  Every session written is "
-        "checked against the batch definition (`exact`)."
+        "checked against the batch definition (`exact`).  A row of repeated runs gives the "
+        "median of each rate and the ratios of those medians (the rest from the nodes' "
+        "median run); its runs are listed below the table."
     ),
     "peers": (
         "Every system reads the same stream topics from offset 0, one after the other, each "

@@ -89,6 +89,15 @@ def _producer(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     return "\n".join(text), [("producer", figure)]
 
 
+def _runs_note(row: Payload) -> str:
+    """The runs a row's medians come from, where it was repeated."""
+    runs = row.get("runs")
+    if not runs:
+        return ""
+    nodes = ", ".join(f"{rate:,.0f}" for rate in runs["node"])
+    return f" (median of {len(runs['node'])} runs; the nodes' runs: {nodes} fragments/s)"
+
+
 def _relay_note(row: Payload) -> str:
     """How much of the bare readers' rate a node could keep at most, by the relays."""
     if row.get("relay_ceiling") is None:
@@ -126,7 +135,7 @@ def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     for row in rows:
         text.append(
             f"- {row['workload']}, {row.get('client', 'kafka-python')}, N={row['n']}: "
-            f"{row['node_fragments_per_s']:,.0f} fragments/s and "
+            f"{row['node_fragments_per_s']:,.0f} fragments/s{_runs_note(row)} and "
             f"{row['node_sessions_per_s']:,.0f} sessions/s, {row['ratio']:.1%} of {row['n']} "
             f"bare reader(s) of the same client{_relay_note(row)}; every session "
             f"{'matches' if row['node_exact'] else 'does NOT match'} the batch definition."

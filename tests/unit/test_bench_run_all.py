@@ -35,7 +35,7 @@ def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
     assert quick["engine_memory"] == ["--baseline", "none", "--visitors", "500"]
     full = {name: arguments for name, (_, arguments) in _plan(_args(False)).items()}
     assert full["profile_node"] == ["--fragments", "300000"]
-    assert full["nodes_vs_bare"] == ["--fragments", "1000000"]
+    assert full["nodes_vs_bare"] == ["--fragments", "1000000", "--repeat", "3"]
 
 
 def test_append_continues_the_run_in_the_output_directory(
