@@ -136,12 +136,13 @@ class NothingParsed(RouterError, ConfigError):
 class ProduceFailed(RouterError, AppError):
     """Kafka did not acknowledge some records; they must be treated as not delivered."""
 
-    def __init__(self, app: str, detail: str) -> None:
-        super().__init__(
-            app,
-            f"producing for app {app!r} failed: {detail}; check that the brokers are up "
-            "and the stream topics exist (`sessionizer streams create`), then produce again",
-        )
+    HINT = (
+        "check that the brokers are up and the stream topics exist (`sessionizer streams "
+        "create`), then produce again"
+    )
+
+    def __init__(self, app: str, detail: str, hint: str = HINT) -> None:
+        super().__init__(app, f"producing for app {app!r} failed: {detail}; {hint}")
 
 
 class ProvisioningError(RouterError):

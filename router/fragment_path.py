@@ -11,11 +11,12 @@ round 13); the `.py` file is the reference and runs on the Python path.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from framework.kafka.errors import SendFailed
 from framework.kafka.producer import TopicSend
-from router.errors import ProduceFailed
+from router.errors import MalformedLine, ProduceFailed
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.watermarks import WatermarkPolicy
@@ -39,8 +40,13 @@ class FragmentPath:
         on_lagging: Callable[[Sequence[int]], None],
         on_poll: Callable[[], None] | None = None,
         poll_every: int = 1,
+        max_ahead_ms: int | None = None,
     ) -> None:
         self._num_streams = num_streams
+        self._max_ahead = -1 if max_ahead_ms is None else max_ahead_ms
+        # This host's clock plus `max_ahead_ms`, as last read: never above the real bound
+        # (the clock only moves on), so a fragment below it passes with no clock read.
+        self._ahead_limit = -1
         self._sender = sender
         self._refused = refused
         self._on_lagging = on_lagging
@@ -64,8 +70,24 @@ class FragmentPath:
             routes[key] = stream
         return stream
 
+    def admit(self, timestamp_ms: int) -> None:
+        """Raise `MalformedLine("dated-ahead")` for an event time more than `max_ahead_ms`
+        ahead of this host's clock: the broker would refuse it, and every record of its batch
+        with it (`message.timestamp.after.max.ms`)."""
+        if timestamp_ms <= self._ahead_limit or self._max_ahead < 0:
+            return
+        self._ahead_limit = int(time.time() * 1000) + self._max_ahead
+        if timestamp_ms > self._ahead_limit:
+            raise MalformedLine(
+                "dated-ahead",
+                f"event time {timestamp_ms} is more than {self._max_ahead} ms ahead of this "
+                "host's clock: the brokers refuse it (message.timestamp.after.max.ms)",
+            )
+
     def send(self, fragment: ParsedFragment) -> None:
-        """Encode a fragment (`MalformedLine` if it cannot be), then queue it on its stream."""
+        """Encode a fragment (`MalformedLine` if it cannot be, or is dated too far ahead of
+        this host's clock), then queue it on its stream."""
+        self.admit(fragment.timestamp_ms)
         key, value = encode_fragment(fragment)
         name = fragment.key
         stream = self._routes.get(name)

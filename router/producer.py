@@ -36,10 +36,11 @@ from router.producer_registry import ProducerRegistry
 from router.producer_transport import open_transport
 from router.resize import markers
 from router.resize_wire import Epoch
-from router.watermarks import WatermarkPolicy
+from router.watermarks import DEFAULT_MAX_LEAD_MS, WatermarkPolicy
 from router.wire import encode_fragment, encode_watermark, producer_problem
 
 __all__ = [
+    "DEFAULT_MAX_AHEAD_MS",
     "DEFAULT_WATERMARK_INTERVAL_MS",
     "Compression",
     "EncodedFragment",
@@ -49,7 +50,18 @@ __all__ = [
 ]
 
 _log = structlog.get_logger("sessionizer.producer")
+_REFUSED_HINT = (
+    "the broker refused their timestamp, the event time, as too far ahead of its own clock "
+    "(the stream topics' message.timestamp.after.max.ms, an hour by default since Kafka 4), "
+    "and with it every record of the same batch: remove or correct the lines dated ahead "
+    "(the producer rejects those it sees more than --max-ahead ahead of its own clock: "
+    "lower it if the topics allow less), or raise message.timestamp.after.max.ms, then "
+    "produce again"
+)
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
+DEFAULT_MAX_AHEAD_MS = 59 * 60_000
+"""Kafka 4's default `message.timestamp.after.max.ms` (an hour), less a minute for the
+clocks of this host and the brokers to differ."""
 DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
 """No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
 _POLL_EVERY = 256  # fragments between looks at the producer registry (itself throttled)
@@ -69,6 +81,13 @@ class ProducerConfig:
     # latest record is further behind gets a watermark.  Event time (not the wall
     # clock) keeps replays identical.
     watermark_interval_ms: int = DEFAULT_WATERMARK_INTERVAL_MS
+    max_lead_ms: int | None = DEFAULT_MAX_LEAD_MS
+    """A fragment dated more than this ahead of the producer's clock moves it only once the
+    next fragment confirms the jump (`router.watermarks`); None: every jump at once."""
+    max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
+    """A fragment dated more than this ahead of this host's clock is rejected as
+    `dated-ahead`, not sent: brokers refuse it, and every record of its batch with it
+    (`message.timestamp.after.max.ms`); None: sent whatever its time."""
     kafka_config: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Extra Kafka client properties by their standard names (security settings...), as
     `ConnectionConfig.kafka_config` (`--kafka-config`)."""
@@ -88,6 +107,14 @@ class ProducerConfig:
         if self.watermark_interval_ms < 1:
             raise InvalidSetting(
                 f"watermark_interval_ms must be >= 1, got {self.watermark_interval_ms}"
+            )
+        if self.max_ahead_ms is not None and self.max_ahead_ms < 0:
+            raise InvalidSetting(
+                f"max_ahead_ms must be >= 0 or None (no bound), got {self.max_ahead_ms}"
+            )
+        if self.max_lead_ms is not None and self.max_lead_ms < 1:
+            raise InvalidSetting(
+                f"max_lead_ms must be >= 1 or None (every jump at once), got {self.max_lead_ms}"
             )
         if self.kafka_client not in KAFKA_CLIENTS:
             raise InvalidSetting(
@@ -192,7 +219,10 @@ class StreamProducer:
         topics = [stream_name(config.app, i) for i in range(config.num_streams)]
         named = config.producer_id is not None
         self._policy = WatermarkPolicy(
-            config.num_streams, config.watermark_interval_ms, announce_start=named
+            config.num_streams,
+            config.watermark_interval_ms,
+            announce_start=named,
+            max_lead_ms=config.max_lead_ms,
         )
         self._registry = registry if named else None
         self._done = False  # a named producer wrote its end of input or its own `left`
@@ -216,7 +246,8 @@ class StreamProducer:
                 raise
 
     def encode(self, fragment: ParsedFragment) -> EncodedFragment:
-        """Route and encode a fragment; raises `MalformedLine("unencodable")`."""
+        """Route and encode a fragment; raises `MalformedLine` ("unencodable", "dated-ahead")."""
+        self._path.admit(fragment.timestamp_ms)
         key, value = encode_fragment(fragment)
         return EncodedFragment(self._path.route(fragment.key), key, value, fragment.timestamp_ms)
 
@@ -235,6 +266,7 @@ class StreamProducer:
             _weakly(self._watermark_lagging),
             on_poll=None if self._registry is None else _weakly(self._check_producers),
             poll_every=_POLL_EVERY,
+            max_ahead_ms=self.config.max_ahead_ms,
         )
         self.send = path.send
         return path
@@ -289,9 +321,12 @@ class StreamProducer:
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record is acknowledged; raise `ProduceFailed` if any failed."""
-        fragment_failures, failures = self._transport.flush(timeout)
-        self.stats.sent += self._path.unsettled - fragment_failures
+        failed, failures, refused = self._transport.flush(timeout)
+        self.stats.sent += self._path.unsettled - failed
         self._path.unsettled = 0
+        if refused:
+            detail = f"{len(failures)} sends failed, {refused} refused for their timestamp"
+            raise ProduceFailed(self.config.app, f"{detail}: {failures[:3]}", _REFUSED_HINT)
         if failures:
             raise ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
 
@@ -364,7 +399,9 @@ class StreamProducer:
             raise
         self._transport.close()
         self.config, self._transport, self._send = config, transport, transport.send
-        policy = WatermarkPolicy(count, config.watermark_interval_ms, announce_start=True)
+        policy = WatermarkPolicy(
+            count, config.watermark_interval_ms, announce_start=True, max_lead_ms=config.max_lead_ms
+        )
         policy.fragments_count = self._policy.fragments_count
         if self._policy.clock_ms >= 0:
             policy.fragment(0, self._policy.clock_ms)  # starts every stream at the clock

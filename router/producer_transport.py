@@ -11,7 +11,7 @@ confluent-kafka) is the layer's `RecordProducer` (`framework.kafka`), chosen by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import structlog
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from router.producer import ProducerConfig
 
 __all__ = [
+    "Flushed",
     "KafkaTransport",
     "ProducerTransport",
     "open_transport",
@@ -31,6 +32,17 @@ __all__ = [
 
 _log = structlog.get_logger("sessionizer.producer")
 _METADATA_TIMEOUT_S = 30.0
+
+
+class Flushed(NamedTuple):
+    """What a flush settled since the last one."""
+
+    failed: int
+    """Fragments not delivered."""
+    failures: list[str]
+    """Why each record not delivered failed, fragments' and watermarks' alike."""
+    timestamps_refused: int = 0
+    """Records the broker refused for their timestamp (`TimestampRefused`), of `failures`."""
 
 
 class ProducerTransport(Protocol):
@@ -56,8 +68,8 @@ class ProducerTransport(Protocol):
     def refused(self, stream: int, exc: SendFailed) -> ProduceFailed:
         """The error for a record of `stream` the client refused before queueing it."""
 
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
-        """Wait for every queued record; return (fragments failed, failure texts) since the last.
+    def flush(self, timeout: float | None) -> Flushed:
+        """Wait for every queued record; return what failed since the last flush.
 
         Raises `ProduceFailed` when not everything was settled in `timeout` seconds.
         """
@@ -136,7 +148,7 @@ class KafkaTransport:
         """`ProduceFailed` naming the app and the stream topic."""
         return ProduceFailed(self._config.app, f"cannot send to {self._topics[stream]}: {exc}")
 
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
+    def flush(self, timeout: float | None) -> Flushed:
         """Wait for every acknowledgement; report the failures since the last flush."""
         try:
             failed = self._producer.flush(timeout)
@@ -146,7 +158,8 @@ class KafkaTransport:
         for failure in failed:
             _log.warning("send_failed", topic=failure.topic, error=failure.error)
             failures.append(f"{failure.topic}: {failure.error}")
-        return sum(failure.key is not None for failure in failed), failures
+        refused = sum(failure.timestamp_refused for failure in failed)
+        return Flushed(sum(f.key is not None for f in failed), failures, refused)
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer (waits up to `timeout` for what is still queued)."""

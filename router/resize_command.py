@@ -64,7 +64,7 @@ def _write_start_markers(connection: ConnectionConfig, epoch: Epoch) -> None:
         transport.prepare(verify=False)
         for index, key, value, headers, stamp in markers(epoch, None, int(time.time() * 1000)):
             transport.send(index, key, value, stamp, headers)
-        _failed, failures = transport.flush(30.0)
+        failures = transport.flush(30.0).failures
         if failures:
             raise ConfigError(f"writing the start markers failed: {failures[:3]}")
     finally:

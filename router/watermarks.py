@@ -17,6 +17,14 @@ this producer's watermarks (fragments carry no producer id), so the producer set
 event time, busy or not.  `announce_start` sends one to every stream at the first
 event time, so that the streams learn the producer's clock at once.
 
+A fragment dated more than `max_lead_ms` ahead of the clock moves nothing until the
+next fragment gives its verdict, as a node's stream time does with such a record
+(docs/sessions.md, "Records dated far ahead"): a next fragment not more than
+`max_lead_ms` behind it confirms the jump (a real gap in the input), which is then
+taken before that fragment; any other refutes it, and it is forgotten.  Otherwise one
+line of a broken clock, dated 2100, would hold the clock in 2100 and the producer
+would never write a watermark again.
+
 Cost: one comparison per fragment, plus a heap operation per stream and interval
 of event time (the streams' deadlines are kept in a heap ordered by when each
 would fall behind).
@@ -29,9 +37,13 @@ from collections.abc import Sequence
 
 from framework.kernel.errors import InvalidArgument
 
-__all__ = ["WatermarkPolicy"]
+__all__ = ["DEFAULT_MAX_LEAD_MS", "WatermarkPolicy"]
 
 _NONE: Sequence[int] = ()
+DEFAULT_MAX_LEAD_MS = 24 * 60 * 60_000
+"""How far ahead of the clock a fragment may move it without a witness: a processor's
+default `max_lead`."""
+_NO_LEAD = 1 << 62  # `max_lead_ms=None`: every jump is taken at once
 
 
 class WatermarkPolicy:
@@ -41,17 +53,32 @@ class WatermarkPolicy:
         "_deadlines",
         "_interval",
         "_latest",
+        "_max_lead",
+        "_parked_ms",
+        "_parked_stream",
         "announce_start",
         "clock_ms",
         "fragments_count",
     )
 
-    def __init__(self, num_streams: int, interval_ms: int, *, announce_start: bool = False) -> None:
+    def __init__(
+        self,
+        num_streams: int,
+        interval_ms: int,
+        *,
+        announce_start: bool = False,
+        max_lead_ms: int | None = DEFAULT_MAX_LEAD_MS,
+    ) -> None:
         if num_streams < 1:
             raise InvalidArgument(f"num_streams must be >= 1, got {num_streams}")
         if interval_ms < 1:
             raise InvalidArgument(f"interval_ms must be >= 1, got {interval_ms}")
+        if max_lead_ms is not None and max_lead_ms < 1:
+            raise InvalidArgument(f"max_lead_ms must be >= 1 or None, got {max_lead_ms}")
         self._interval = interval_ms
+        self._max_lead = _NO_LEAD if max_lead_ms is None else max_lead_ms
+        self._parked_ms = -1  # a fragment's time too far ahead, awaiting the next's verdict
+        self._parked_stream = -1
         self.clock_ms = -1
         """The producer's clock: the largest event time seen (-1 before the first)."""
         self._latest = [-1] * num_streams  # each stream's time: its latest record
@@ -71,6 +98,35 @@ class WatermarkPolicy:
         The watermark's time is `clock_ms` (already advanced to this fragment's time
         when it moved the clock); the returned streams count as being at that time.
         """
+        if self._parked_ms >= 0:
+            return self._verdict(stream, timestamp_ms)
+        clock = self.clock_ms
+        if clock >= 0 and timestamp_ms - clock > self._max_lead:
+            self._parked_ms, self._parked_stream = timestamp_ms, stream
+            return _NONE
+        return self._take(stream, timestamp_ms)
+
+    def _verdict(self, stream: int, timestamp_ms: int) -> Sequence[int]:
+        """The parked fragment's verdict by this one: taken with it if it confirms, else dropped."""
+        parked, parked_stream, lead = self._parked_ms, self._parked_stream, self._max_lead
+        self._parked_ms = -1
+        if timestamp_ms < parked - lead:  # refuted: forgotten
+            return self.fragment(stream, timestamp_ms)
+        if timestamp_ms - parked > lead:  # confirmed, and itself as far ahead: it waits in turn
+            due = self._take(parked_stream, parked)
+            self._parked_ms, self._parked_stream = timestamp_ms, stream
+            return due
+        # Confirmed: both times count, and the streams left behind are found once, at the later.
+        earlier, later = (parked_stream, parked), (stream, timestamp_ms)
+        if timestamp_ms < parked:
+            earlier, later = later, earlier
+        latest = self._latest
+        if earlier[1] > latest[earlier[0]] and self.fragments_count:
+            latest[earlier[0]] = earlier[1]
+        return self._take(*later)
+
+    def _take(self, stream: int, timestamp_ms: int) -> Sequence[int]:
+        """Record a fragment's time on its stream and on the clock (the rule of `fragment`)."""
         latest = self._latest
         if timestamp_ms > latest[stream] and self.fragments_count:
             latest[stream] = timestamp_ms

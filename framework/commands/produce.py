@@ -22,6 +22,7 @@ from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
 from router.naming import stream_name
 from router.producer import (
+    DEFAULT_MAX_AHEAD_MS,
     DEFAULT_WATERMARK_INTERVAL_MS,
     ProducerConfig,
     ProducerStats,
@@ -29,6 +30,7 @@ from router.producer import (
 )
 from router.producer_registry import ProducerRegistry, default_producer_id
 from router.registry import streams_for
+from router.watermarks import DEFAULT_MAX_LEAD_MS
 from router.wire import producer_problem
 
 __all__ = ["add_parser"]
@@ -88,6 +90,24 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_WATERMARK_INTERVAL_MS // 1000})",
     )
     parser.add_argument(
+        "--max-lead",
+        default=str(DEFAULT_MAX_LEAD_MS // 1000),
+        metavar="SECONDS|none",
+        help="a fragment dated more than this ahead of the input's clock moves it only when "
+        "the next fragment confirms the jump, so one line of a broken clock does not stop "
+        "the watermarks; none: every jump at once "
+        f"(default: {DEFAULT_MAX_LEAD_MS // 1000}, a processor's default max_lead)",
+    )
+    parser.add_argument(
+        "--max-ahead",
+        default=str(DEFAULT_MAX_AHEAD_MS // 1000),
+        metavar="SECONDS|none",
+        help="a line dated more than this ahead of this host's clock is rejected "
+        "(dated-ahead), not sent: the brokers would refuse it and every record of its batch "
+        "(the topics' message.timestamp.after.max.ms, an hour since Kafka 4); none: no bound "
+        f"(default: {DEFAULT_MAX_AHEAD_MS // 1000})",
+    )
+    parser.add_argument(
         "--producer-id",
         default=EnvDefault("SESSIONIZER_PRODUCER_ID"),
         metavar="ID",
@@ -116,6 +136,8 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
     if problem is not None:
         raise ConfigError(f"--producer-id: {problem}")
     interval_ms = max(1, round(args.watermark_interval * 1000))
+    max_lead_ms = _milliseconds_or_none("--max-lead", args.max_lead)
+    max_ahead_ms = _milliseconds_or_none("--max-ahead", args.max_ahead)
     with ExitStack() as stack:
         client = stack.enter_context(app_client(connection))
         paths = connection.paths
@@ -125,6 +147,8 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
             connection.app,
             recorded,
             watermark_interval_ms=interval_ms,
+            max_lead_ms=max_lead_ms,
+            max_ahead_ms=max_ahead_ms,
             kafka_config=connection.kafka_config,
             kafka_client=connection.kafka_client,
             producer_id=producer_id,
@@ -132,6 +156,19 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
         names = [stream_name(connection.app, i) for i in range(recorded)]
         registry = ProducerRegistry(client, paths, producer_id, names)
         yield stack.enter_context(StreamProducer(config, registry=registry))
+
+
+def _milliseconds_or_none(flag: str, text: str) -> int | None:
+    """A `SECONDS|none` option in milliseconds: seconds > 0, or None for `none`."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:
+        raise ConfigError(f"{flag} must be > 0 seconds or 'none', got {text!r}")
+    return max(1, round(seconds * 1000))
 
 
 def _progress(stats: ProducerStats) -> None:

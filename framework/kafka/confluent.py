@@ -129,6 +129,14 @@ class ConfluentProducer:
     def _token_delivered(self, token: object, error: KafkaError | None, message: Any) -> None:
         if error is not None:
             text = str(error)
-            too_large = error.code() in _TOO_LARGE
-            failure = DeliveryFailure(message.topic(), message.key(), text, text, too_large, token)
+            code = error.code()
+            failure = DeliveryFailure(
+                message.topic(),
+                message.key(),
+                text,
+                text,
+                code in _TOO_LARGE,
+                token,
+                code == KafkaError.INVALID_TIMESTAMP,
+            )
             self._failures.append(failure)

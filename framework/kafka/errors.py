@@ -36,6 +36,7 @@ __all__ = [
     "PositionOutside",
     "RecordTooLarge",
     "SendFailed",
+    "TimestampRefused",
     "TopicExists",
     "confluent_error",
     "kafka_python_error",
@@ -59,6 +60,12 @@ class SendFailed(ClientError):
 
 class RecordTooLarge(SendFailed):
     """The record is larger than the producer or the broker accepts: sending it again fails too."""
+
+
+class TimestampRefused(SendFailed):
+    """The broker refused the record's timestamp, its event time, as too far from the broker's
+    own clock (`message.timestamp.after.max.ms`: an hour ahead by default since Kafka 4):
+    sending it again fails too."""
 
 
 class FlushIncomplete(ClientError):
@@ -122,6 +129,8 @@ def kafka_python_error(
     text, detail, name = str(exc), repr(exc), type(exc).__name__
     if isinstance(exc, errors.MessageSizeTooLargeError | errors.RecordListTooLargeError):
         return RecordTooLarge(text, detail, client_class=name)
+    if isinstance(exc, errors.InvalidTimestampError):
+        return TimestampRefused(text, detail, client_class=name)
     if isinstance(exc, errors.OffsetOutOfRangeError):
         raw = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         positions = {partition.topic: int(offset) for partition, offset in raw.items()}
@@ -153,6 +162,8 @@ def confluent_error(
     text, name = str(exc), type(exc).__name__
     if code == client.KafkaError.MSG_SIZE_TOO_LARGE:
         return RecordTooLarge(text, client_class=name)
+    if code == client.KafkaError.INVALID_TIMESTAMP:
+        return TimestampRefused(text, client_class=name)
     if code == client.KafkaError.TOPIC_ALREADY_EXISTS:
         return TopicExists(text, client_class=name)
     timed_out = code in (client.KafkaError._TIMED_OUT, client.KafkaError.REQUEST_TIMED_OUT)

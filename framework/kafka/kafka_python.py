@@ -10,7 +10,14 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from kafka.partitioner.default import DefaultPartitioner
 
-from framework.kafka.errors import CLIENT, FLUSHING, SENDING, RecordTooLarge, kafka_python_error
+from framework.kafka.errors import (
+    CLIENT,
+    FLUSHING,
+    SENDING,
+    RecordTooLarge,
+    TimestampRefused,
+    kafka_python_error,
+)
 from framework.kafka.kafka_python_keywords import client_keywords
 from framework.kafka.producer import DeliveryFailure, Headers, TopicSend
 
@@ -191,9 +198,12 @@ class KafkaPythonProducer:
 
 
 def _failure(topic: str, key: bytes | None, token: object, exc: BaseException) -> DeliveryFailure:
-    """A failed delivery, as the layer reports it (`RecordTooLarge` marks the permanent ones)."""
-    too_large = isinstance(kafka_python_error(exc), RecordTooLarge)
-    return DeliveryFailure(topic, key, str(exc), repr(exc), too_large, token)
+    """A failed delivery, as the layer reports it (`RecordTooLarge` and `TimestampRefused` mark
+    the permanent ones)."""
+    mapped = kafka_python_error(exc)
+    refused = isinstance(mapped, TimestampRefused)
+    too_large = isinstance(mapped, RecordTooLarge)
+    return DeliveryFailure(topic, key, str(exc), repr(exc), too_large, token, refused)
 
 
 def warm_metadata(producer: KafkaProducer, topics: Sequence[str]) -> None:

@@ -57,6 +57,9 @@ class DeliveryFailure:
     """The broker refused it as too large: sending it again fails again."""
     token: object = None
     """What the caller sent it with (None: nothing)."""
+    timestamp_refused: bool = False
+    """The broker refused its timestamp as too far from its own clock: sending it again fails
+    again (`TimestampRefused`)."""
 
 
 class RecordSender(Protocol):

@@ -13,6 +13,7 @@ from framework.kafka.errors import SendFailed
 from framework.kafka.producer import TopicSend
 from router.errors import ProduceFailed
 from router.producer import ProducerConfig, StreamProducer
+from router.producer_transport import Flushed
 
 __all__ = ["RecordingTransport", "record_produce_command", "sent_times"]
 
@@ -25,12 +26,16 @@ class RecordingTransport:
     records: list[tuple[int, bytes | None, bytes, int, object]] = field(default_factory=list)
     fail_streams: set[int] = field(default_factory=set)
     refuse_streams: set[int] = field(default_factory=set)
+    refuse_times_after: int | None = None
+    """Records dated after this fail at the flush as refused for their timestamp, as a broker
+    refuses one too far ahead of its clock."""
     prepared: list[bool] = field(default_factory=list)
     flushes: list[int] = field(default_factory=list)
     """How many records had been sent at each flush."""
     closed: bool = False
     _failed: list[str] = field(default_factory=list)
     _fragments_failed: int = 0
+    _timestamps_refused: int = 0
 
     def prepare(self, *, verify: bool) -> None:
         """Remember the call."""
@@ -41,7 +46,12 @@ class RecordingTransport:
     ) -> None:
         """Record the send; fail it at the next flush if its stream is told to fail."""
         self.records.append((stream, key, value, timestamp_ms, headers))
-        if stream in self.fail_streams:
+        after = self.refuse_times_after
+        if after is not None and timestamp_ms > after:
+            self._failed.append(f"stream {stream}: Broker: Invalid timestamp")
+            self._fragments_failed += key is not None
+            self._timestamps_refused += 1
+        elif stream in self.fail_streams:
             self._failed.append(f"stream {stream}: broker said no")
             self._fragments_failed += key is not None
 
@@ -59,12 +69,13 @@ class RecordingTransport:
         """`ProduceFailed` naming the stream."""
         return ProduceFailed("recorded", f"cannot send to stream {stream}: {exc}")
 
-    def flush(self, timeout: float | None) -> tuple[int, list[str]]:
-        """The fragments and the failures since the last flush."""
+    def flush(self, timeout: float | None) -> Flushed:
+        """The fragments failed, the failures and the timestamps refused since the last flush."""
         self.flushes.append(len(self.records))
         failed, self._failed = self._failed, []
         fragments, self._fragments_failed = self._fragments_failed, 0
-        return fragments, failed
+        refused, self._timestamps_refused = self._timestamps_refused, 0
+        return Flushed(fragments, failed, refused)
 
     def close(self, timeout: float | None = None) -> None:
         """Remember the close."""

@@ -60,6 +60,8 @@ def registered(zk_hosts: str, app: str) -> str:
         (["sessions"], "the cluster did not answer"),
         (["generate", "--sessions", "1", "--watermark-interval", "0"],
          "--watermark-interval must be > 0 seconds"),
+        (["generate", "--sessions", "1", "--max-lead", "soon"],
+         "--max-lead must be > 0 seconds or 'none', got 'soon'"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_one_clear_line(

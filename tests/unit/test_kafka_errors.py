@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import KafkaException
 from kafka import TopicPartition
 from kafka.errors import (
+    InvalidTimestampError,
     KafkaConnectionError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
@@ -36,6 +37,7 @@ from framework.kafka.errors import (
     PositionOutside,
     RecordTooLarge,
     SendFailed,
+    TimestampRefused,
     TopicExists,
     confluent_error,
     kafka_python_error,
@@ -61,6 +63,7 @@ def test_kafka_python_errors_become_the_projects_with_the_original_as_cause() ->
     [
         (SENDING, MessageSizeTooLargeError("big"), RecordTooLarge),
         (SENDING, RecordListTooLargeError("big"), RecordTooLarge),
+        (SENDING, InvalidTimestampError("dated 2100"), TimestampRefused),
         (SENDING, KafkaTimeoutError("no metadata"), SendFailed),
         (FLUSHING, KafkaTimeoutError("in flight"), FlushIncomplete),
         (CLIENT, KafkaTimeoutError("slow"), ClientTimeout),
@@ -101,6 +104,43 @@ def test_confluent_errors_become_the_projects() -> None:
     assert type(_raised(CONFLUENT, BufferError("Local: Queue full"))) is SendFailed
     other = KafkaException(ConfluentKafkaError(ConfluentKafkaError._TRANSPORT))
     assert type(_raised(CONFLUENT, other)) is ClientError
+    refused = KafkaException(ConfluentKafkaError(ConfluentKafkaError.INVALID_TIMESTAMP))
+    assert type(_raised(CONFLUENT, refused)) is TimestampRefused
+
+
+def test_a_refused_timestamp_is_a_permanent_failure_of_either_client(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    producer.send("app.stream.0001", b"k", b"v", token="dated 2100")
+    fake.futures[0].failure(InvalidTimestampError("timestamp out of range"))
+    (failure,) = producer.flush(1.0)
+    assert failure.timestamp_refused and not failure.too_large and failure.token == "dated 2100"
+    # librdkafka's delivery report (no broker needed: the callback is called as it would be).
+    confluent = ConfluentProducer({"bootstrap.servers": "127.0.0.1:1"})
+    try:
+        message = _Message("app.stream.0002", b"k")
+        for token, code in (("t", ConfluentKafkaError.INVALID_TIMESTAMP),
+                            ("u", ConfluentKafkaError._MSG_TIMED_OUT)):  # fmt: skip
+            confluent._token_delivered(token, ConfluentKafkaError(code), message)
+        refused, expired = confluent.flush(1.0)
+    finally:
+        confluent.close(0)
+    assert refused.timestamp_refused and not refused.too_large and refused.token == "t"
+    assert not expired.timestamp_refused and expired.token == "u"
+
+
+class _Message:
+    """What a confluent delivery report hands over: the record's topic and key."""
+
+    def __init__(self, topic: str, key: bytes | None) -> None:
+        self._topic, self._key = topic, key
+
+    def topic(self) -> str:
+        return self._topic
+
+    def key(self) -> bytes | None:
+        return self._key
 
 
 class _FakeProducer:

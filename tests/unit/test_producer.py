@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -100,6 +101,44 @@ def test_a_fragment_refused_before_queueing_raises_produce_failed_and_is_not_cou
         producer.send_encoded(producer.encode(refused))
     producer.flush()
     assert producer.stats.sent == 0 and not [r for r in transport.records if r[1] is not None]
+
+
+def test_a_fragment_dated_past_the_brokers_bound_is_rejected_before_it_is_sent(
+    transport: RecordingTransport,
+) -> None:
+    # Kafka 4 brokers refuse a record dated more than an hour ahead of their clock, and every
+    # record of its batch with it: such a line is rejected here, as one that does not parse.
+    now = int(time.time() * 1000)
+    fragments = [ParsedFragment(f"k{i}", now - 1_000 * i, {"n": i}) for i in range(5)]
+    ahead = ParsedFragment("k9", now + 2 * 3_600_000, {"n": 9})
+    producer = StreamProducer(_config())
+    with pytest.raises(MalformedLine, match="dated-ahead"):
+        producer.send(ahead)
+    stats = produce_fragments(producer, [*fragments[:2], ahead, *fragments[2:]])
+    assert stats.as_dict() == {
+        "read": 6, "parsed": 5, "rejected": 1, "sent": 5, "reasons": {"dated-ahead": 1},
+    }  # fmt: skip
+    assert [t for _, key, _, t, _ in transport.records if key is not None] == [
+        f.timestamp_ms for f in fragments
+    ]
+    assert producer._policy.clock_ms == now  # the watermarks never saw it
+    unbounded = StreamProducer(_config(max_ahead_ms=None))
+    unbounded.send(ahead)
+    assert transport.records[-1][3] == ahead.timestamp_ms
+
+
+def test_a_timestamp_the_broker_refused_fails_the_flush_saying_why(
+    transport: RecordingTransport,
+) -> None:
+    transport.refuse_times_after = 9_500
+    producer = StreamProducer(_config(max_ahead_ms=None))
+    for i in range(3):
+        producer.send(ParsedFragment(f"k{i}", 9_000 + 1_000 * i, {"n": i}))
+    with pytest.raises(ProduceFailed, match=r"message\.timestamp\.after\.max\.ms") as caught:
+        producer.flush()
+    assert "2 sends failed, 2 refused for their timestamp" in str(caught.value)
+    assert "brokers are up" not in str(caught.value)  # not the generic hint
+    assert producer.stats.sent == 1
 
 
 def test_ingest_counts_and_rejects_through_either_entry_point(

@@ -109,3 +109,71 @@ def test_bad_arguments_are_refused() -> None:
         WatermarkPolicy(0, MINUTE)
     with pytest.raises(ValueError, match="interval_ms"):
         WatermarkPolicy(1, 0)
+
+
+DAY = 24 * 60 * MINUTE
+YEAR_2100 = 4_102_444_800_000
+
+
+def _watermarks_of(policy: WatermarkPolicy, events: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(stream, watermark time) of every watermark the events make, in order."""
+    return [(s, policy.clock_ms) for e in events for s in policy.fragment(*e)]
+
+
+def test_one_fragment_dated_far_ahead_does_not_hold_the_clock_there() -> None:
+    # Stream 0 has traffic every 10 s for an hour, stream 1 is idle: it gets a watermark per
+    # interval.  One line of a broken clock (stream 2, dated 2100) must not stop them: before
+    # this rule the clock stayed in 2100 and the producer wrote no watermark again.
+    before = [(0, 1_000_000 + i * 10_000) for i in range(180)]
+    after = [(0, 1_000_000 + i * 10_000) for i in range(180, 360)]
+    clean = _watermarks_of(WatermarkPolicy(3, MINUTE), before + after)
+    policy = WatermarkPolicy(3, MINUTE)
+    broken = _watermarks_of(policy, [*before, (2, YEAR_2100), *after])
+    assert broken == clean
+    assert policy.clock_ms == after[-1][1]
+    assert len([w for w in broken if w[0] == 1]) > 50  # stream 1 kept getting them
+
+
+def test_a_jump_the_next_fragment_confirms_is_taken_one_fragment_later() -> None:
+    # A real gap in the input (three days): the first fragment after it waits for the second.
+    policy = WatermarkPolicy(3, MINUTE)
+    policy.fragment(0, 1_000_000)
+    gap = 1_000_000 + 3 * DAY
+    assert policy.fragment(0, gap) == ()
+    assert policy.clock_ms == 1_000_000 and policy.stream_time(0) == 1_000_000
+    assert list(policy.fragment(1, gap + 5_000)) == [2]  # the idle one, behind the new clock
+    assert policy.clock_ms == gap + 5_000
+    assert policy.stream_time(0) == gap  # its own fragment, taken with the witness
+    assert policy.stream_time(2) == gap + 5_000  # its watermark, at the clock
+
+
+def test_a_jump_confirmed_by_a_fragment_a_little_behind_it_moves_the_clock_to_the_jump() -> None:
+    policy = WatermarkPolicy(2, MINUTE)
+    policy.fragment(0, 1_000_000)
+    policy.fragment(0, 1_000_000 + 2 * DAY)
+    assert list(policy.fragment(1, 1_000_000 + 2 * DAY - 10_000)) == []
+    assert policy.clock_ms == 1_000_000 + 2 * DAY
+    assert policy.stream_time(0) == 1_000_000 + 2 * DAY
+
+
+def test_two_jumps_in_a_row_each_wait_for_their_witness() -> None:
+    policy = WatermarkPolicy(2, MINUTE)
+    policy.fragment(0, 1_000_000)
+    policy.fragment(0, 1_000_000 + 2 * DAY)  # parked
+    policy.fragment(1, 1_000_000 + 2 * DAY + 1_000)  # confirms it
+    assert policy.fragment(0, 1_000_000 + 5 * DAY) == ()  # parked in turn
+    assert policy.clock_ms == 1_000_000 + 2 * DAY + 1_000
+    policy.fragment(1, 1_000_000 + 2 * DAY + 2_000)  # refutes it: far behind
+    assert policy.clock_ms == 1_000_000 + 2 * DAY + 2_000
+
+
+def test_without_a_lead_every_jump_is_taken_at_once() -> None:
+    policy = WatermarkPolicy(3, MINUTE, max_lead_ms=None)
+    policy.fragment(0, 1_000_000)
+    assert list(policy.fragment(2, YEAR_2100)) == [0, 1]
+    assert policy.clock_ms == YEAR_2100
+
+
+def test_a_lead_below_one_millisecond_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_lead_ms"):
+        WatermarkPolicy(1, MINUTE, max_lead_ms=0)

@@ -1,0 +1,126 @@
+"""One line of a broken clock on real servers (docs/sessions.md, "Records dated far ahead";
+docs/routing.md, "Watermarks"): the real Apache log (2015) with one of its lines dated
+nine years on, through a real producer and a node that is killed with `kill -9` while
+that line waits for its verdict.  The next node replays it and refutes it: one `future:`
+dead letter, every other session exactly the batch definition's, and no watermark dated
+that far (the producer's clock did not take the jump either).  The line is dated in the
+past: Kafka 4 brokers refuse a record dated more than an hour ahead of their own clock
+(`log.message.timestamp.after.max.ms`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.kernel.config import ConnectionConfig
+from framework.kernel.watermark import Watermark
+from framework.kernel.zookeeper import zookeeper_client
+from framework.progress import end_offsets
+from framework.provision import provision_streams
+from framework.sessions import read_sessions
+from framework.testing.cli import DATA, cli, cli_json
+from framework.testing.members import wait_for
+from framework.testing.nodes import NodeGroup, settled, streams_of
+from framework.verify import expected_sessions, verify_sessions
+from router.formats import parse_file
+from router.hashing import stream_for_key
+from router.ingest import produce_fragments
+from router.naming import stream_name
+from router.producer import ProducerConfig, StreamProducer
+from router.readback import read_topics
+from router.wire import decode_record
+from sessionizer.examples.weblog import WebSessions
+
+pytestmark = pytest.mark.integration
+STREAMS = 4
+WEBLOG = "sessionizer.examples.weblog:WebSessions"
+NINE_YEARS = 9 * 365 * 24 * 3_600_000
+YEAR_2100 = 4_102_444_800_000
+
+
+def test_a_line_dated_years_ahead_is_one_dead_letter_across_a_kill_and_moves_no_clock(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+) -> None:
+    connection = ConnectionConfig(zk_hosts, kafka_bootstrap, app)
+    provision_streams(connection, STREAMS)
+    fragments = parse_file(DATA / "apache_logs", "apache")
+    half = len(fragments) // 2
+    line = fragments[half]
+    broken = replace(line, timestamp_ms=line.timestamp_ms + NINE_YEARS)  # a typo in the year
+    stream = stream_name(app, stream_for_key(broken.key, STREAMS))
+    servers = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    with NodeGroup(connection, tmp_path, WEBLOG) as group, zookeeper_client(zk_hosts) as zk:
+        group.start("n1")
+        with StreamProducer(ProducerConfig(kafka_bootstrap, app, STREAMS)) as producer:
+            produce_fragments(producer, fragments[:half])
+            produce_fragments(producer, [broken])  # flushed: the last record of its stream
+            offset = end_offsets(kafka_bootstrap, [stream])[stream] - 1
+            # n1 read past it and committed: it waits there for the next record's verdict.
+            wait_for(
+                lambda: _committed_past(cli_json("status", "--json", **servers), stream, offset),
+                120,
+                f"n1 committed past {stream}@{offset}",
+            )
+            group.nodes["n1"].send(signal.SIGKILL)
+            group.start("n2")
+            produce_fragments(producer, fragments[half:], end_of_input=True)
+        streams = streams_of(app, STREAMS)
+        wait_for(lambda: settled(zk, connection, ["n2"], streams), 180, "n2 settled")
+    code, out, err = cli("deadletters", "--json", **servers)
+    assert code == 0, err
+    letters = [json.loads(line) for line in out.splitlines()]
+    written = read_sessions(kafka_bootstrap, app, deduplicate=False)  # at-least-once: copies
+    result = verify_sessions(written, expected_sessions(fragments, WebSessions()), len(fragments))
+    stamps = [
+        item.timestamp_ms
+        for records in read_topics(kafka_bootstrap, streams).values()
+        for r in records
+        if isinstance(item := decode_record(r.key, r.value, r.headers, r.timestamp), Watermark)
+    ]
+    print(f"\nbroken clock at {stream}@{offset}: {result.line()}; dead letters {letters}")
+    assert result.exact, result.line()
+    assert len(letters) == 1, letters  # refuted once, by the node that replayed it
+    (letter,) = letters
+    assert (letter["stream"], letter["offset"]) == (stream, offset), letter
+    assert letter["reason"] == "future" and letter["error"].startswith("future:"), letter
+    assert letter["timestamp_ms"] == broken.timestamp_ms and letter["key"] == broken.key
+    clock = max(f.timestamp_ms for f in fragments)
+    assert stamps and max(stamps) == clock  # the producer's clock never took the jump
+
+
+def _committed_past(status: dict[str, Any], stream: str, offset: int) -> bool:
+    """Whether `stream`'s committed read position in ZooKeeper is past `offset`."""
+    (row,) = [r for r in status["streams"] if r["name"] == stream]
+    return row["committed_offset"] is not None and row["committed_offset"] > offset
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_a_log_line_dated_2100_is_rejected_and_the_rest_is_produced(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, client: str
+) -> None:
+    # Kafka 4 brokers refuse a record dated more than an hour ahead of their clock, and every
+    # record of its batch with it: the producer rejects that line before sending it, as it
+    # rejects a line that does not parse.  Without the bound, the flush fails saying why.
+    provision_streams(ConnectionConfig(zk_hosts, kafka_bootstrap, app), STREAMS)
+    lines = (DATA / "apache_logs").read_text().splitlines(keepends=True)[:2000]
+    lines[1000] = lines[1000].replace("/2015:", "/2100:", 1)
+    log = tmp_path / "access.log"
+    log.write_text("".join(lines))
+    servers = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    produce = ("produce", str(log), "--format", "apache", "--kafka-client", client, "--json")
+    stats = cli_json(*produce, **servers)
+    assert stats == {"read": 2000, "parsed": 1999, "rejected": 1, "sent": 1999,
+                     "reasons": {"dated-ahead": 1}}  # fmt: skip
+    records = read_topics(kafka_bootstrap, streams_of(app, STREAMS))
+    stamps = [r.timestamp for rs in records.values() for r in rs if r.key is not None]
+    assert len(stamps) == 1999 and max(stamps) < YEAR_2100
+
+    code, _out, err = cli(*produce, "--max-ahead", "none", **servers)
+    assert code != 0
+    (last,) = err.strip().splitlines()[-1:]
+    assert "message.timestamp.after.max.ms" in last and "--max-ahead" in last, last
