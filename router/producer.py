@@ -264,7 +264,7 @@ class StreamProducer:
             self._policy,
             transport.refused,
             _weakly(self._watermark_lagging),
-            on_poll=None if self._registry is None else _weakly(self._check_producers),
+            on_poll=_weakly(self._every_while),
             poll_every=_POLL_EVERY,
             max_ahead_ms=self.config.max_ahead_ms,
         )
@@ -324,11 +324,25 @@ class StreamProducer:
         failed, failures, refused = self._transport.flush(timeout)
         self.stats.sent += self._path.unsettled - failed
         self._path.unsettled = 0
+        if failures:
+            raise self._failed(failures, refused)
+
+    def _every_while(self) -> None:
+        """Every `_POLL_EVERY` fragments: a failed delivery raises now, not at a flush that an
+        endless input never reaches; a named producer also looks at the registry."""
+        failed, failures, refused = self._transport.failures()
+        if failures:
+            self._path.unsettled -= failed  # not sent, and not reported again by `flush`
+            raise self._failed(failures, refused)
+        if self._registry is not None:
+            self._check_producers()
+
+    def _failed(self, failures: Sequence[str], refused: int) -> ProduceFailed:
+        """The error for failed deliveries (naming the broker's timestamp bound if it was that)."""
         if refused:
             detail = f"{len(failures)} sends failed, {refused} refused for their timestamp"
-            raise ProduceFailed(self.config.app, f"{detail}: {failures[:3]}", _REFUSED_HINT)
-        if failures:
-            raise ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
+            return ProduceFailed(self.config.app, f"{detail}: {failures[:3]}", _REFUSED_HINT)
+        return ProduceFailed(self.config.app, f"{len(failures)} sends failed: {failures[:3]}")
 
     def close(self) -> None:
         """Flush and close the underlying producer (and leave the registry).

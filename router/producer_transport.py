@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import structlog
 
 from framework.kafka.errors import ClientError, FlushIncomplete, SendFailed
-from framework.kafka.producer import Headers, StreamRecordProducer, TopicSend, open_producer
+from framework.kafka.producer import (
+    DeliveryFailure,
+    Headers,
+    StreamRecordProducer,
+    TopicSend,
+    open_producer,
+)
 from router.errors import ProduceFailed, ProvisioningError
 from router.provisioning import check_stream_count
 
@@ -73,6 +79,9 @@ class ProducerTransport(Protocol):
 
         Raises `ProduceFailed` when not everything was settled in `timeout` seconds.
         """
+
+    def failures(self) -> Flushed:
+        """What is known to have failed since the last look or flush, without waiting."""
 
     def close(self, timeout: float | None = None) -> None:
         """Release the client (the caller flushed first, or is giving up)."""
@@ -154,13 +163,22 @@ class KafkaTransport:
             failed = self._producer.flush(timeout)
         except FlushIncomplete as exc:
             raise ProduceFailed(self._config.app, f"flush did not complete: {exc}") from exc
-        failures = []
-        for failure in failed:
-            _log.warning("send_failed", topic=failure.topic, error=failure.error)
-            failures.append(f"{failure.topic}: {failure.error}")
-        refused = sum(failure.timestamp_refused for failure in failed)
-        return Flushed(sum(f.key is not None for f in failed), failures, refused)
+        return _flushed(failed)
+
+    def failures(self) -> Flushed:
+        """The failures the client has seen since the last look or flush, without waiting."""
+        return _flushed(self._producer.take_failures())
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer (waits up to `timeout` for what is still queued)."""
         self._producer.close(timeout)
+
+
+def _flushed(failed: list[DeliveryFailure]) -> Flushed:
+    """The failures, logged and counted."""
+    failures = []
+    for failure in failed:
+        _log.warning("send_failed", topic=failure.topic, error=failure.error)
+        failures.append(f"{failure.topic}: {failure.error}")
+    refused = sum(failure.timestamp_refused for failure in failed)
+    return Flushed(sum(f.key is not None for f in failed), failures, refused)

@@ -92,6 +92,12 @@ class ConfluentProducer:
 
         return send_to
 
+    def take_failures(self) -> list[DeliveryFailure]:
+        """Serve librdkafka's reports without waiting; return the failures since the last look."""
+        self._producer.poll(0)
+        failures, self._failures = self._failures, []
+        return failures
+
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait until librdkafka's queue is empty; return the failures since the last flush."""
         left = self._producer.flush(-1 if timeout is None else timeout)

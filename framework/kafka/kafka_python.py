@@ -138,6 +138,12 @@ class KafkaPythonProducer:
 
         return send_to
 
+    def take_failures(self) -> list[DeliveryFailure]:
+        """The failures among the sends seen done (the oldest first), without waiting."""
+        self._settle()
+        failed, self._failed = self._failed, []
+        return failed
+
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every acknowledgement; return the failures since the last flush."""
         pending, failed = self._pending, self._failed

@@ -102,6 +102,10 @@ class RecordProducer(RecordSender, Protocol):
 class StreamRecordProducer(RecordProducer, Protocol):
     """A producer that also offers the stream producer's fast path (`topic_sender`)."""
 
+    def take_failures(self) -> list[DeliveryFailure]:
+        """The failed deliveries known now, without waiting; each is reported once, here or
+        by `flush`."""
+
     def topic_sender(self, topics: Sequence[str]) -> TopicSend:
         """A send to partition 0 of `topics[index]` that is one Python call per record on
         its common path; refusals raise what `send` raises (`SendFailed`, `RecordTooLarge`)."""

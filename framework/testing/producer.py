@@ -72,6 +72,10 @@ class RecordingTransport:
     def flush(self, timeout: float | None) -> Flushed:
         """The fragments failed, the failures and the timestamps refused since the last flush."""
         self.flushes.append(len(self.records))
+        return self.failures()
+
+    def failures(self) -> Flushed:
+        """What `flush` would report, without the flush."""
         failed, self._failed = self._failed, []
         fragments, self._fragments_failed = self._fragments_failed, 0
         refused, self._timestamps_refused = self._timestamps_refused, 0

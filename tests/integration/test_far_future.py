@@ -9,8 +9,11 @@ past: Kafka 4 brokers refuse a record dated more than an hour ahead of their own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -124,3 +127,49 @@ def test_a_log_line_dated_2100_is_rejected_and_the_rest_is_produced(
     assert code != 0
     (last,) = err.strip().splitlines()[-1:]
     assert "message.timestamp.after.max.ms" in last and "--max-ahead" in last, last
+
+
+def test_an_endless_input_stops_at_a_refused_record_without_waiting_for_its_end(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+) -> None:
+    # `tail -f access.log | sessionizer produce -` never reaches a flush: a record the broker
+    # refused (here one dated 2100, let through by --max-ahead none) must still stop it, with
+    # the reason, while its input stays open.
+    provision_streams(ConnectionConfig(zk_hosts, kafka_bootstrap, app), STREAMS)
+    lines = (DATA / "apache_logs").read_text().splitlines(keepends=True)
+    bad = lines[0].replace("/2015:", "/2100:", 1)
+    command = [
+        str(Path(sys.executable).with_name("sessionizer")), "produce", "-", "--format", "apache",
+        "--max-ahead", "none", "--zk", zk_hosts, "--bootstrap", kafka_bootstrap, "--app", app,
+    ]  # fmt: skip
+    errors = tmp_path / "produce.err"
+    with errors.open("w") as err:
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=err, text=True)
+    try:
+        assert process.stdin is not None
+        process.stdin.write(bad)
+        fed = 0
+
+        def stopped() -> bool:
+            nonlocal fed
+            if process.poll() is not None:
+                return True
+            try:  # a live log: more lines keep coming, the input never ends
+                assert process.stdin is not None
+                process.stdin.write("".join(lines[fed % 9000 : fed % 9000 + 100]))
+                process.stdin.flush()
+            except BrokenPipeError:
+                return process.poll() is not None
+            fed += 100
+            return False
+
+        wait_for(stopped, 120, "the producer stopped at the refused record")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+        if process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+    last = errors.read_text().strip().splitlines()[-1]
+    assert process.returncode != 0 and "message.timestamp.after.max.ms" in last, last

@@ -130,6 +130,31 @@ def test_a_refused_timestamp_is_a_permanent_failure_of_either_client(
     assert not expired.timestamp_refused and expired.token == "u"
 
 
+def test_failures_are_taken_as_soon_as_seen_and_reported_once(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    for token in ("lost", "ok", "later"):
+        producer.send("app.stream.0000", token.encode(), b"v", token=token)
+    lost, ok, later = fake.futures
+    lost.failure(KafkaTimeoutError("expired"))
+    ok.success(None)
+    assert [f.token for f in producer.take_failures()] == ["lost"]
+    assert producer.take_failures() == []
+    later.failure(KafkaTimeoutError("expired"))
+    assert [f.token for f in producer.flush(1.0)] == ["later"]  # "lost" not again
+    confluent = ConfluentProducer({"bootstrap.servers": "127.0.0.1:1"})
+    try:
+        message = _Message("app.stream.0000", b"k")
+        confluent._token_delivered(
+            "t", ConfluentKafkaError(ConfluentKafkaError._MSG_TIMED_OUT), message
+        )
+        assert [f.token for f in confluent.take_failures()] == ["t"]
+        assert confluent.flush(1.0) == []
+    finally:
+        confluent.close(0)
+
+
 class _Message:
     """What a confluent delivery report hands over: the record's topic and key."""
 

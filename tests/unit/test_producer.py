@@ -89,6 +89,25 @@ def test_a_failed_fragment_is_not_counted_sent_and_flush_raises(
     assert producer.stats.sent == len(fragments) - failing
 
 
+def test_a_failed_delivery_raises_from_a_later_send_without_waiting_for_a_flush(
+    transport: RecordingTransport,
+) -> None:
+    # An endless input (`sessionizer produce -` of a live log) never flushes: a failure
+    # must still come out, at the producer's next look at its deliveries.
+    fragments = [ParsedFragment(f"k{i}", 1_000 + i, {"n": i}) for i in range(2_000)]
+    first = next(i for i, f in enumerate(fragments) if stream_for_key(f.key, STREAMS) == 0)
+    transport.fail_streams = {0}
+    producer = StreamProducer(_config())
+    with pytest.raises(ProduceFailed, match="sends failed"):
+        for fragment in fragments:
+            producer.send(fragment)
+    queued = [r for r in transport.records if r[1] is not None]
+    assert first < len(queued) <= first + 1 + producer_module._POLL_EVERY
+    assert transport.flushes == []  # raised by a send, not by a flush
+    producer.flush()  # reported once: the flush has nothing more
+    assert producer.stats.sent == len(queued) - sum(r[0] == 0 for r in queued)
+
+
 def test_a_fragment_refused_before_queueing_raises_produce_failed_and_is_not_counted(
     transport: RecordingTransport,
 ) -> None:
