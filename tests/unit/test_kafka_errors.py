@@ -133,10 +133,7 @@ def test_a_refused_timestamp_is_a_permanent_failure_of_either_client(
 def test_failures_are_taken_as_soon_as_seen_and_reported_once(
     producer: kafka_python.KafkaPythonProducer,
 ) -> None:
-    fake: Any = producer._producer
-    for token in ("lost", "ok", "later"):
-        producer.send("app.stream.0000", token.encode(), b"v", token=token)
-    lost, ok, later = fake.futures
+    lost, ok, later = _sent(producer, "app.stream.0000", "lost", "ok", "later")
     lost.failure(KafkaTimeoutError("expired"))
     ok.success(None)
     assert [f.token for f in producer.take_failures()] == ["lost"]
@@ -195,13 +192,19 @@ def producer(monkeypatch: pytest.MonkeyPatch) -> kafka_python.KafkaPythonProduce
     return kafka_python.KafkaPythonProducer({})
 
 
+def _sent(producer: kafka_python.KafkaPythonProducer, topic: str, *tokens: str) -> list[Future]:
+    """Send one record per token (its key the token's bytes); their futures, in order."""
+    for token in tokens:
+        producer.send(topic, token.encode(), b"v", token=token)
+    fake: Any = producer._producer
+    futures: list[Future] = fake.futures[-len(tokens) :]
+    return futures
+
+
 def test_flush_reports_each_failed_send_once_with_its_token(
     producer: kafka_python.KafkaPythonProducer,
 ) -> None:
-    fake: Any = producer._producer
-    for token in ("ok", "big", "lost"):
-        producer.send("app.sessions", token.encode(), b"v", token=token)
-    ok, big, lost = fake.futures
+    ok, big, lost = _sent(producer, "app.sessions", "ok", "big", "lost")
     ok.success(None)
     big.failure(MessageSizeTooLargeError("too big"))
     lost.failure(KafkaTimeoutError("expired"))
