@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from router.producer import ProducerConfig
 
 __all__ = [
-    "Flushed",
+    "FailedSends",
     "KafkaTransport",
     "ProducerTransport",
     "open_transport",
@@ -40,8 +40,8 @@ _log = structlog.get_logger("sessionizer.producer")
 _METADATA_TIMEOUT_S = 30.0
 
 
-class Flushed(NamedTuple):
-    """What a flush settled since the last one."""
+class FailedSends(NamedTuple):
+    """What failed since the last look or flush (`flush`, `failures`)."""
 
     failed: int
     """Fragments not delivered."""
@@ -74,13 +74,13 @@ class ProducerTransport(Protocol):
     def refused(self, stream: int, exc: SendFailed) -> ProduceFailed:
         """The error for a record of `stream` the client refused before queueing it."""
 
-    def flush(self, timeout: float | None) -> Flushed:
+    def flush(self, timeout: float | None) -> FailedSends:
         """Wait for every queued record; return what failed since the last flush.
 
         Raises `ProduceFailed` when not everything was settled in `timeout` seconds.
         """
 
-    def failures(self) -> Flushed:
+    def failures(self) -> FailedSends:
         """What is known to have failed since the last look or flush, without waiting."""
 
     def close(self, timeout: float | None = None) -> None:
@@ -157,28 +157,28 @@ class KafkaTransport:
         """`ProduceFailed` naming the app and the stream topic."""
         return ProduceFailed(self._config.app, f"cannot send to {self._topics[stream]}: {exc}")
 
-    def flush(self, timeout: float | None) -> Flushed:
+    def flush(self, timeout: float | None) -> FailedSends:
         """Wait for every acknowledgement; report the failures since the last flush."""
         try:
             failed = self._producer.flush(timeout)
         except FlushIncomplete as exc:
             raise ProduceFailed(self._config.app, f"flush did not complete: {exc}") from exc
-        return _flushed(failed)
+        return _failed_sends(failed)
 
-    def failures(self) -> Flushed:
+    def failures(self) -> FailedSends:
         """The failures the client has seen since the last look or flush, without waiting."""
-        return _flushed(self._producer.take_failures())
+        return _failed_sends(self._producer.take_failures())
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer (waits up to `timeout` for what is still queued)."""
         self._producer.close(timeout)
 
 
-def _flushed(failed: list[DeliveryFailure]) -> Flushed:
+def _failed_sends(failed: list[DeliveryFailure]) -> FailedSends:
     """The failures, logged and counted."""
     failures = []
     for failure in failed:
         _log.warning("send_failed", topic=failure.topic, error=failure.error)
         failures.append(f"{failure.topic}: {failure.error}")
     refused = sum(failure.timestamp_refused for failure in failed)
-    return Flushed(sum(f.key is not None for f in failed), failures, refused)
+    return FailedSends(sum(f.key is not None for f in failed), failures, refused)

@@ -25,7 +25,7 @@ taken before that fragment; any other refutes it, and it is forgotten.  Otherwis
 line of a broken clock, dated 2100, would hold the clock in 2100 and the producer
 would never write a watermark again.
 
-Cost: one comparison per fragment, plus a heap operation per stream and interval
+Cost: two comparisons per fragment, plus a heap operation per stream and interval
 of event time (the streams' deadlines are kept in a heap ordered by when each
 would fall behind).
 """

@@ -13,7 +13,7 @@ from framework.kafka.errors import SendFailed
 from framework.kafka.producer import TopicSend
 from router.errors import ProduceFailed
 from router.producer import ProducerConfig, StreamProducer
-from router.producer_transport import Flushed
+from router.producer_transport import FailedSends
 
 __all__ = ["RecordingTransport", "record_produce_command", "sent_times"]
 
@@ -69,17 +69,17 @@ class RecordingTransport:
         """`ProduceFailed` naming the stream."""
         return ProduceFailed("recorded", f"cannot send to stream {stream}: {exc}")
 
-    def flush(self, timeout: float | None) -> Flushed:
+    def flush(self, timeout: float | None) -> FailedSends:
         """The fragments failed, the failures and the timestamps refused since the last flush."""
         self.flushes.append(len(self.records))
         return self.failures()
 
-    def failures(self) -> Flushed:
+    def failures(self) -> FailedSends:
         """What `flush` would report, without the flush."""
         failed, self._failed = self._failed, []
         fragments, self._fragments_failed = self._fragments_failed, 0
         refused, self._timestamps_refused = self._timestamps_refused, 0
-        return Flushed(fragments, failed, refused)
+        return FailedSends(fragments, failed, refused)
 
     def close(self, timeout: float | None = None) -> None:
         """Remember the close."""
