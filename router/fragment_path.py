@@ -24,6 +24,7 @@ from router.wire import encode_fragment
 
 __all__ = ["ROUTE_CACHE_SIZE", "FragmentPath"]
 
+_NO_BOUND = 1 << 62  # `max_ahead_ms=None`: any event time is sent
 ROUTE_CACHE_SIZE = 1 << 17
 """Session keys whose stream is remembered (the cache is cleared when full)."""
 
@@ -43,10 +44,10 @@ class FragmentPath:
         max_ahead_ms: int | None = None,
     ) -> None:
         self._num_streams = num_streams
-        self._max_ahead = -1 if max_ahead_ms is None else max_ahead_ms
+        self._max_ahead = 0 if max_ahead_ms is None else max_ahead_ms
         # This host's clock plus `max_ahead_ms`, as last read: never above the real bound
         # (the clock only moves on), so a fragment below it passes with no clock read.
-        self._ahead_limit = -1
+        self._ahead_limit = _NO_BOUND if max_ahead_ms is None else -1
         self._sender = sender
         self._refused = refused
         self._on_lagging = on_lagging
@@ -74,7 +75,7 @@ class FragmentPath:
         """Raise `MalformedLine("dated-ahead")` for an event time more than `max_ahead_ms`
         ahead of this host's clock: the broker would refuse it, and every record of its batch
         with it (`message.timestamp.after.max.ms`)."""
-        if timestamp_ms <= self._ahead_limit or self._max_ahead < 0:
+        if timestamp_ms <= self._ahead_limit:
             return
         self._ahead_limit = int(time.time() * 1000) + self._max_ahead
         if timestamp_ms > self._ahead_limit:
@@ -87,7 +88,8 @@ class FragmentPath:
     def send(self, fragment: ParsedFragment) -> None:
         """Encode a fragment (`MalformedLine` if it cannot be, or is dated too far ahead of
         this host's clock), then queue it on its stream."""
-        self.admit(fragment.timestamp_ms)
+        if fragment.timestamp_ms > self._ahead_limit:  # no call per fragment otherwise
+            self.admit(fragment.timestamp_ms)
         key, value = encode_fragment(fragment)
         name = fragment.key
         stream = self._routes.get(name)
