@@ -264,7 +264,7 @@ class StreamProducer:
             self._policy,
             transport.refused,
             _weakly(self._watermark_lagging),
-            on_poll=_weakly(self._every_while),
+            on_poll=_weakly(self.poll),
             poll_every=_POLL_EVERY,
             max_ahead_ms=self.config.max_ahead_ms,
         )
@@ -327,9 +327,14 @@ class StreamProducer:
         if failures:
             raise self._failed(failures, refused)
 
-    def _every_while(self) -> None:
-        """Every `_POLL_EVERY` fragments: a failed delivery raises now, not at a flush that an
-        endless input never reaches; a named producer also looks at the registry."""
+    def poll(self) -> None:
+        """Raise `ProduceFailed` for a delivery already known to have failed, and (a named
+        producer) follow the registry: a live resize, a peer that died.
+
+        Sends call it every 256 fragments; call it about once a second while your input is
+        idle (`sessionizer produce` does: `router.line_input`), or a quiet producer reports
+        nothing and holds up a live resize until its next lines.
+        """
         failed, failures, refused = self._transport.failures()
         if failures:
             self._path.unsettled -= failed  # not sent, and not reported again by `flush`

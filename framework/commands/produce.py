@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 from framework.commands.options import Command, EnvDefault, Subparsers, connection_from_args
 from framework.kernel.config import ConnectionConfig
@@ -20,6 +20,7 @@ from router.formats_jsonl import TIME_UNITS
 from router.formats_sshd import DEFAULT_SYSLOG_YEAR
 from router.generator import generate_fragments
 from router.ingest import produce_fragments, produce_lines
+from router.line_input import read_lines
 from router.naming import stream_name
 from router.producer import (
     DEFAULT_MAX_AHEAD_MS,
@@ -187,14 +188,15 @@ def _report(stats: ProducerStats, as_json: bool) -> None:
 
 
 @contextmanager
-def _open_input(name: str) -> Iterator[TextIO]:
+def _open_input(name: str) -> Iterator[BinaryIO]:
+    """FILE, or standard input for `-`, as bytes: `read_lines` decodes both alike."""
     if name == "-":
-        yield sys.stdin
+        yield sys.stdin.buffer
         return
     path = Path(name)
     if not path.is_file():
         raise ConfigError(f"input file {name!r} does not exist or is not a file")
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+    with path.open("rb") as handle:
         yield handle
 
 
@@ -203,10 +205,11 @@ def run_produce(args: argparse.Namespace) -> int:
     connection = connection_from_args(args)
     # A bad --format (or a --time-unit it has no use for) fails before the cluster is touched.
     fmt = with_time_unit(load_format(args.format), args.time_unit)
-    with _open_input(args.file) as lines, _producer(connection, args) as producer:
+    with _open_input(args.file) as source, _producer(connection, args) as producer:
         stats = produce_lines(
             producer,
-            lines,
+            # While no line comes, the producer still reports failures and follows resizes.
+            read_lines(source, on_idle=producer.poll),
             fmt,
             year=args.year if args.year is not None else syslog_year(args.file, fmt),
             end_of_input=args.end_of_input,

@@ -129,12 +129,13 @@ def test_a_log_line_dated_2100_is_rejected_and_the_rest_is_produced(
     assert "message.timestamp.after.max.ms" in last and "--max-ahead" in last, last
 
 
+@pytest.mark.parametrize("live", [True, False], ids=["lines-keep-coming", "quiet"])
 def test_an_endless_input_stops_at_a_refused_record_without_waiting_for_its_end(
-    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, live: bool
 ) -> None:
     # `tail -f access.log | sessionizer produce -` never reaches a flush: a record the broker
     # refused (here one dated 2100, let through by --max-ahead none) must still stop it, with
-    # the reason, while its input stays open.
+    # the reason, while its input stays open: whether more lines keep coming or none does.
     provision_streams(ConnectionConfig(zk_hosts, kafka_bootstrap, app), STREAMS)
     lines = (DATA / "apache_logs").read_text().splitlines(keepends=True)
     bad = lines[0].replace("/2015:", "/2100:", 1)
@@ -148,12 +149,15 @@ def test_an_endless_input_stops_at_a_refused_record_without_waiting_for_its_end(
     try:
         assert process.stdin is not None
         process.stdin.write(bad)
+        process.stdin.flush()
         fed = 0
 
         def stopped() -> bool:
             nonlocal fed
             if process.poll() is not None:
                 return True
+            if not live:
+                return False
             try:  # a live log: more lines keep coming, the input never ends
                 assert process.stdin is not None
                 process.stdin.write("".join(lines[fed % 9000 : fed % 9000 + 100]))

@@ -8,13 +8,19 @@ real servers too; the nodes' half is tests/integration/test_resize_live.py's.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.paths import AppPaths
 from framework.kernel.watermark import JOINED, Watermark
 from framework.kernel.zookeeper import app_client
-from framework.testing.cli import cli, cli_json
+from framework.testing.cli import DATA, cli, cli_json
+from framework.testing.members import wait_for
 from router.fragment import ParsedFragment
 from router.hashing import stream_for_key
 from router.naming import stream_name
@@ -71,6 +77,74 @@ def test_a_running_producer_switches_to_the_new_count_after_marking_the_old_stre
             assert any(isinstance(x, Watermark) and x.marker == JOINED for x in items)
             fragments = [item for item in items if isinstance(item, ParsedFragment)]
             assert fragments and all(stream_for_key(f.key, 3) == 2 for f in fragments)
+
+
+def test_a_producer_whose_input_is_quiet_marks_the_old_streams_without_another_line(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path
+) -> None:
+    # `tail -f access.log | sessionizer produce -` on a quiet log: the migration waits for
+    # every live producer's `resize` marker (docs/resize.md, step 3), so a producer that
+    # looked at the registry only as lines came would stall the resize until the log moved.
+    servers = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "2", **servers)
+    lines = (DATA / "apache_logs").read_text(encoding="utf-8").splitlines(keepends=True)
+    command = [
+        str(Path(sys.executable).with_name("sessionizer")), "produce", "-", "--format", "apache",
+        "--producer-id", "tail-1", "--json", "--zk", zk_hosts, "--bootstrap", kafka_bootstrap,
+        "--app", app,
+    ]  # fmt: skip
+    old = [stream_name(app, i) for i in range(2)]
+    with (tmp_path / "produce.err").open("w") as errors:
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True
+        )
+    try:
+        assert process.stdin is not None
+        process.stdin.write("".join(lines[:100]))
+        process.stdin.flush()
+        wait_for(lambda: _joined(kafka_bootstrap, old), 60, "the producer's joined markers")
+        cli_json("streams", "resize", "--count", "3", **servers)
+        wait_for(
+            lambda: _marked(kafka_bootstrap, old, "tail-1"),
+            60,
+            "the quiet producer's resize markers on the old streams",
+            interval=0.5,
+        )
+        out, _ = process.communicate("".join(lines[100:400]), timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+    assert process.returncode == 0, (tmp_path / "produce.err").read_text()[-2000:]
+    assert json.loads(out.strip().splitlines()[-1])["sent"] == 400
+    new = stream_name(app, 2)
+    items = _items(kafka_bootstrap, [new])[new]
+    assert any(isinstance(item, ParsedFragment) for item in items)  # the rest routed by 3
+
+
+def _items(bootstrap: str, topics: list[str]) -> dict[str, list[object]]:
+    return {
+        topic: [
+            decode_control(r.key, r.value, r.headers, r.timestamp, r.offset)
+            or decode_record(r.key, r.value, r.headers, r.timestamp, offset=r.offset)
+            for r in records
+        ]
+        for topic, records in read_topics(bootstrap, topics).items()
+    }
+
+
+def _joined(bootstrap: str, topics: list[str]) -> bool:
+    return all(
+        any(isinstance(i, Watermark) and i.marker == JOINED for i in items)
+        for items in _items(bootstrap, topics).values()
+    )
+
+
+def _marked(bootstrap: str, topics: list[str], producer: str) -> bool:
+    return all(
+        any(isinstance(i, ResizeMarker) and i.producer == producer for i in items)
+        for items in _items(bootstrap, topics).values()
+    )
 
 
 def test_the_command_refuses_what_it_cannot_start_with_one_line(

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
@@ -80,6 +85,40 @@ def test_every_fragment_lands_once_in_the_stream_the_contract_names(
     assert all(len(s) == 1 for s in streams_of_key.values())
     bytes_in = sum((len(k) + len(v)) * n for (k, v, _), n in expected.items())
     assert sum((len(k) + len(v)) * n for (k, v, _), n in read.items()) == bytes_in
+
+
+@pytest.mark.parametrize("stdin_errors", ["default", "strict"])
+def test_standard_input_is_read_as_the_same_bytes_in_a_file_are(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, stdin_errors: str
+) -> None:
+    """`produce -` parses, rejects and sends exactly what `produce FILE` does with the same
+    bytes: bytes that are not UTF-8 become U+FFFD, whatever the locale says of stdin
+    ("strict": a UTF-8 locale's; "default": this machine's C.UTF-8, surrogateescape)."""
+    conn = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "4", **conn)
+    lines = (DATA / "apache_logs").read_bytes().splitlines(keepends=True)[:300]
+    lines[10] = lines[10].replace(b"Mozilla", b"Moz\xff\xfeilla", 1)  # a raw byte in a field
+    lines[20] = lines[20].rstrip(b"\n") + b"\r\n"
+    data = b"".join(lines)
+    path = tmp_path / "access.log"
+    path.write_bytes(data)
+    from_file = cli_json("produce", str(path), "--format", "apache", "--json", **conn)
+    env = dict(os.environ)
+    if stdin_errors == "strict":
+        env["PYTHONIOENCODING"] = "utf-8:strict"
+    command = [
+        str(Path(sys.executable).with_name("sessionizer")), "produce", "-", "--format", "apache",
+        "--json", "--zk", zk_hosts, "--bootstrap", kafka_bootstrap, "--app", app,
+    ]  # fmt: skip
+    done = subprocess.run(command, input=data, capture_output=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    from_stdin = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert from_stdin == from_file == {"read": 300, "parsed": 300, "rejected": 0, "sent": 300,
+                                       "reasons": {}}  # fmt: skip
+    records = read_topics(kafka_bootstrap, [stream_name(app, i) for i in range(4)])
+    sent = Counter((r.key, r.value, r.timestamp) for rs in records.values() for r in rs if r.key)
+    assert sum(sent.values()) == 600 and set(sent.values()) == {2}  # each line twice, alike
+    assert any("\ufffd".encode() in value for _, value, _ in sent)
 
 
 def test_stream_count_is_a_contract(zk_hosts: str, kafka_bootstrap: str, app: str) -> None:

@@ -108,6 +108,24 @@ def test_a_failed_delivery_raises_from_a_later_send_without_waiting_for_a_flush(
     assert producer.stats.sent == len(queued) - sum(r[0] == 0 for r in queued)
 
 
+def test_poll_raises_a_failed_delivery_while_no_fragment_is_sent(
+    transport: RecordingTransport,
+) -> None:
+    # A quiet input sends nothing: `poll` (called by `sessionizer produce` while it waits
+    # for lines) is what still reports the failure.
+    fragments = [ParsedFragment(f"k{i}", 1_000 + i, {"n": i}) for i in range(50)]
+    transport.fail_streams = {0}
+    producer = StreamProducer(_config())
+    for fragment in fragments:  # fewer than a look's worth: no send reports it
+        producer.send(fragment)
+    with pytest.raises(ProduceFailed, match="sends failed"):
+        producer.poll()
+    producer.poll()  # reported once
+    producer.flush()
+    failed = sum(stream_for_key(f.key, STREAMS) == 0 for f in fragments)
+    assert failed and producer.stats.sent == len(fragments) - failed
+
+
 def test_a_fragment_refused_before_queueing_raises_produce_failed_and_is_not_counted(
     transport: RecordingTransport,
 ) -> None:
