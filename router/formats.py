@@ -22,6 +22,7 @@ from router.format_registry import Format, FormatSpec, LineParser, load_format
 from router.formats_jsonl import JsonlFormat, TimeUnit
 from router.formats_sshd import SshdFormat, log_year
 from router.fragment import ParsedFragment
+from router.line_input import read_lines
 
 __all__ = [
     "line_parser",
@@ -118,9 +119,8 @@ def parse_file(path: Path, fmt: FormatSpec, *, year: int | None = None) -> list[
     """
     parse = line_parser(fmt, year=year)
     fragments = []
-    # newline="": the parser strips the line ending itself, as `produce` reads files.
-    with path.open(encoding="utf-8", errors="replace", newline="") as lines:
-        for line in lines:
+    with path.open("rb") as source:
+        for line in read_lines(source):  # the lines `produce` reads
             try:
                 fragments.append(parse(line))
             except MalformedLine:
