@@ -10,12 +10,13 @@ from typing import Any
 
 import structlog
 
-from framework.kafka.admin import admin_client, wait_writable
+from framework.kafka.admin import admin_client, timestamp_ahead_limit_ms, wait_writable
 from framework.kafka.errors import ClientError, InvalidReplication, TopicExists
 from router.errors import ProvisioningError, StreamCountMismatch
 from router.naming import deadletter_topic, sessions_topic, stream_index, stream_name
 
 __all__ = [
+    "CLOCK_ALLOWANCE_MS",
     "HANDOVER_TOPIC_CONFIG",
     "STATE_TOPIC_CONFIG",
     "TopicPlan",
@@ -24,13 +25,17 @@ __all__ = [
     "existing_stream_count",
     "grow_stream_topics",
     "handover_topic",
+    "max_ahead_for_limit",
     "state_topic",
     "stream_count",
+    "topics_max_ahead_ms",
     "verify_stream_topics",
 ]
 
 _log = structlog.get_logger("sessionizer.provisioning")
 _WRITABLE_TIMEOUT_S = 60.0
+CLOCK_ALLOWANCE_MS = 60_000
+"""How far this host's clock and a broker's may differ, taken off the brokers' timestamp limit."""
 
 HANDOVER_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -258,3 +263,23 @@ def verify_stream_topics(
     finally:
         admin.close()
     check_stream_count(names, app, num_streams)
+
+
+def max_ahead_for_limit(limit_ms: int | None) -> int | None:
+    """`ProducerConfig.max_ahead_ms` for topics that take timestamps up to `limit_ms` ahead of
+    the brokers' clock (None: any): the limit less `CLOCK_ALLOWANCE_MS` (at least half of it)."""
+    if limit_ms is None:
+        return None
+    return max(limit_ms - CLOCK_ALLOWANCE_MS, limit_ms // 2)
+
+
+def topics_max_ahead_ms(
+    bootstrap: str, topics: list[str], *, properties: Mapping[str, str] | None = None
+) -> int | None:
+    """`max_ahead_for_limit` of the least `message.timestamp.after.max.ms` of `topics`; raises
+    `ClientError` when the brokers do not say (no DescribeConfigs permission, say)."""
+    admin = _admin(bootstrap, properties)
+    try:
+        return max_ahead_for_limit(timestamp_ahead_limit_ms(admin, topics))
+    finally:
+        admin.close()

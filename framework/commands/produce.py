@@ -10,7 +10,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+import structlog
+
 from framework.commands.options import Command, EnvDefault, Subparsers, connection_from_args
+from framework.kafka.admin import TIMESTAMP_AHEAD_SETTING
+from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import app_client
@@ -30,11 +34,15 @@ from router.producer import (
     StreamProducer,
 )
 from router.producer_registry import ProducerRegistry, default_producer_id
+from router.provisioning import CLOCK_ALLOWANCE_MS, topics_max_ahead_ms
 from router.registry import streams_for
 from router.watermarks import DEFAULT_MAX_LEAD_MS
 from router.wire import producer_problem
 
 __all__ = ["add_parser"]
+
+_log = structlog.get_logger("sessionizer.produce")
+_MAX_AHEAD_FROM_TOPICS = "topics"
 
 
 def add_parser(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -101,12 +109,13 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-ahead",
-        default=str(DEFAULT_MAX_AHEAD_MS // 1000),
-        metavar="SECONDS|none",
+        default=_MAX_AHEAD_FROM_TOPICS,
+        metavar="SECONDS|none|topics",
         help="a line dated more than this ahead of this host's clock is rejected "
-        "(dated-ahead), not sent: the brokers would refuse it and every record of its batch "
-        "(the topics' message.timestamp.after.max.ms, an hour since Kafka 4); none: no bound "
-        f"(default: {DEFAULT_MAX_AHEAD_MS // 1000})",
+        "(dated-ahead), not sent: the brokers would refuse it and every record of its batch; "
+        f"topics (the default): the stream topics' {TIMESTAMP_AHEAD_SETTING} (an hour "
+        f"since Kafka 4) less {CLOCK_ALLOWANCE_MS // 1000} s, or "
+        f"{DEFAULT_MAX_AHEAD_MS // 1000} when the brokers do not say; none: no bound",
     )
     parser.add_argument(
         "--producer-id",
@@ -138,11 +147,19 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
         raise ConfigError(f"--producer-id: {problem}")
     interval_ms = max(1, round(args.watermark_interval * 1000))
     max_lead_ms = _milliseconds_or_none("--max-lead", args.max_lead)
-    max_ahead_ms = _milliseconds_or_none("--max-ahead", args.max_ahead)
+    from_topics = args.max_ahead.strip().lower() == _MAX_AHEAD_FROM_TOPICS
+    max_ahead_ms = (
+        None
+        if from_topics
+        else _milliseconds_or_none("--max-ahead", args.max_ahead, words="'none' or 'topics'")
+    )
     with ExitStack() as stack:
         client = stack.enter_context(app_client(connection))
         paths = connection.paths
         recorded = streams_for(client, paths.active_streams, connection.app, args.streams)
+        names = [stream_name(connection.app, i) for i in range(recorded)]
+        if from_topics:
+            max_ahead_ms = _max_ahead_of_topics(connection, names)
         config = ProducerConfig(
             connection.bootstrap,
             connection.app,
@@ -154,12 +171,32 @@ def _producer(connection: ConnectionConfig, args: argparse.Namespace) -> Iterato
             kafka_client=connection.kafka_client,
             producer_id=producer_id,
         )
-        names = [stream_name(connection.app, i) for i in range(recorded)]
         registry = ProducerRegistry(client, paths, producer_id, names)
         yield stack.enter_context(StreamProducer(config, registry=registry))
 
 
-def _milliseconds_or_none(flag: str, text: str) -> int | None:
+def _max_ahead_of_topics(connection: ConnectionConfig, topics: list[str]) -> int | None:
+    """`--max-ahead topics`: the bound the stream topics' brokers apply, less the allowance."""
+    try:
+        max_ahead_ms = topics_max_ahead_ms(
+            connection.bootstrap, topics, properties=connection.kafka_config
+        )
+    except ClientError as exc:
+        # Producing needs no DescribeConfigs permission: say so, and take Kafka 4's default.
+        _log.warning(
+            "max_ahead_not_read",
+            setting=TIMESTAMP_AHEAD_SETTING,
+            error=str(exc),
+            max_ahead_s=DEFAULT_MAX_AHEAD_MS // 1000,
+            hint="grant DescribeConfigs on the stream topics, or set --max-ahead",
+        )
+        return DEFAULT_MAX_AHEAD_MS
+    shown = None if max_ahead_ms is None else max_ahead_ms / 1000
+    _log.info("max_ahead_from_topics", setting=TIMESTAMP_AHEAD_SETTING, max_ahead_s=shown)
+    return max_ahead_ms
+
+
+def _milliseconds_or_none(flag: str, text: str, *, words: str = "'none'") -> int | None:
     """A `SECONDS|none` option in milliseconds: seconds > 0, or None for `none`."""
     if text.strip().lower() == "none":
         return None
@@ -168,7 +205,7 @@ def _milliseconds_or_none(flag: str, text: str) -> int | None:
     except ValueError:
         seconds = float("nan")
     if not seconds > 0:
-        raise ConfigError(f"{flag} must be > 0 seconds or 'none', got {text!r}")
+        raise ConfigError(f"{flag} must be > 0 seconds or {words}, got {text!r}")
     return max(1, round(seconds * 1000))
 
 

@@ -15,12 +15,16 @@ from typing import Any
 from framework.kafka.errors import CLIENT, ClientError, ClientTimeout, MappedClient
 from framework.kafka.kafka_python_keywords import client_keywords
 
-__all__ = ["admin_client", "wait_writable"]
+__all__ = ["TIMESTAMP_AHEAD_SETTING", "admin_client", "timestamp_ahead_limit_ms", "wait_writable"]
 
 # What a leader answers for a partition it has not created yet (or a broker whose
 # metadata does not list the topic yet): worth asking again until the deadline.
 _NOT_YET = frozenset({"NotLeaderForPartitionError", "UnknownTopicOrPartitionError"})
 _ASK_AGAIN_S = 0.1
+TIMESTAMP_AHEAD_SETTING = "message.timestamp.after.max.ms"
+"""How far ahead of its own clock a broker takes a record's timestamp (Kafka 3.6+)."""
+_BEFORE_3_6 = "message.timestamp.difference.max.ms"  # either way, before Kafka 3.6
+_NO_LIMIT = 1 << 62  # a setting at Long.MAX (Kafka 3's default): no limit
 
 
 def admin_client(bootstrap: str, properties: Mapping[str, str] | None = None, **extra: Any) -> Any:
@@ -83,3 +87,21 @@ def wait_writable(
                     client_class=exc.client_class,
                 ) from exc
         time.sleep(_ASK_AGAIN_S)
+
+
+def timestamp_ahead_limit_ms(admin: Any, topics: Sequence[str]) -> int | None:
+    """The least `message.timestamp.after.max.ms` of `topics` as the brokers apply it (their
+    default included; `message.timestamp.difference.max.ms` before Kafka 3.6); None when no
+    topic has a limit, or the brokers report neither setting."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    wanted = {TIMESTAMP_AHEAD_SETTING: None, _BEFORE_3_6: None}
+    resources = [ConfigResource(ConfigResourceType.TOPIC, t, configs=wanted) for t in topics]
+    described = admin.describe_configs(resources, config_filter="all").get("topic", {})
+    limits = []
+    for settings in described.values():
+        entry = settings.get(TIMESTAMP_AHEAD_SETTING) or settings.get(_BEFORE_3_6)
+        if entry is not None and entry.get("value") is not None:
+            limits.append(int(entry["value"]))
+    least = min(limits, default=None)
+    return None if least is None or least >= _NO_LIMIT else least

@@ -62,6 +62,8 @@ def registered(zk_hosts: str, app: str) -> str:
          "--watermark-interval must be > 0 seconds"),
         (["generate", "--sessions", "1", "--max-lead", "soon"],
          "--max-lead must be > 0 seconds or 'none', got 'soon'"),
+        (["generate", "--sessions", "1", "--max-ahead", "-5"],
+         "--max-ahead must be > 0 seconds or 'none' or 'topics', got '-5'"),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_one_clear_line(

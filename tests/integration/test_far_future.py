@@ -14,12 +14,15 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.admin import ConfigResource, ConfigResourceType
 
+from framework.kafka.admin import admin_client
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.watermark import Watermark
 from framework.kernel.zookeeper import zookeeper_client
@@ -127,6 +130,44 @@ def test_a_log_line_dated_2100_is_rejected_and_the_rest_is_produced(
     assert code != 0
     (last,) = err.strip().splitlines()[-1:]
     assert "message.timestamp.after.max.ms" in last and "--max-ahead" in last, last
+
+
+@pytest.mark.parametrize(
+    ("limit_s", "ahead_s", "taken"),
+    [(600, 1_800, False), (86_400, 7_200, True)],
+    ids=["topics-take-10-min", "topics-take-a-day"],
+)
+def test_the_bound_by_default_is_the_one_the_stream_topics_apply(
+    zk_hosts: str, kafka_bootstrap: str, app: str, tmp_path: Path, limit_s: int, ahead_s: int,
+    taken: bool,
+) -> None:  # fmt: skip
+    # Topics set to take 10 minutes ahead (Kafka 4's default is an hour) would refuse a line
+    # dated 30 minutes ahead, and its batch with it; topics set to take a day keep a line
+    # dated 2 hours ahead (a log written in local time, read as UTC), which an hour rejects.
+    servers = {"zk": zk_hosts, "bootstrap": kafka_bootstrap, "app": app}
+    cli_json("streams", "create", "--count", "2", **servers)
+    streams = streams_of(app, 2)
+    admin = admin_client(kafka_bootstrap)
+    try:
+        setting = {"message.timestamp.after.max.ms": str(limit_s * 1000)}
+        admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t, configs=setting) for t in streams]
+        )
+    finally:
+        admin.close()
+    now_ms = int(time.time() * 1000)
+    lines = [json.dumps({"key": f"k{i % 7}", "ts": now_ms - 60_000 + i}) for i in range(200)]
+    lines[100] = json.dumps({"key": "k1", "ts": now_ms + ahead_s * 1000})
+    log = tmp_path / "visits.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    stats = cli_json("produce", str(log), "--format", "jsonl", "--json", **servers)
+    if taken:
+        assert stats == {"read": 200, "parsed": 200, "rejected": 0, "sent": 200, "reasons": {}}
+    else:
+        assert stats == {"read": 200, "parsed": 199, "rejected": 1, "sent": 199,
+                         "reasons": {"dated-ahead": 1}}  # fmt: skip
+    records = read_topics(kafka_bootstrap, streams)
+    assert sum(r.key is not None for rs in records.values() for r in rs) == stats["sent"]
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["lines-keep-coming", "quiet"])
