@@ -1,9 +1,9 @@
 """`read_lines`: the lines `sessionizer produce` reads, from a file or a pipe alike.
 
-A file and standard input are read the same way: UTF-8 with bytes that are not
-replaced by U+FFFD (the locale's reading of stdin would refuse them, or keep them as
-surrogates that no record can carry), lines ending at `\\n`, `\\r\\n` or `\\r` with their
-ends kept, as `open(path, newline="")` gives them. And a reader of a live log
+A file and standard input are read the same way: as UTF-8, a byte that is not
+UTF-8 replaced by U+FFFD (the locale's reading of stdin would refuse it, or keep it
+as a surrogate that no record can carry), lines ending at `\\n`, `\\r\\n` or `\\r`
+with their ends kept, as `open(path, newline="")` gives them. And a reader of a live log
 (`tail -f access.log | sessionizer produce -`) waits for lines without going deaf:
 `on_idle` is called every `every` seconds while no line comes, or while lines come
 slowly, so the producer still reports a failed delivery and follows the producer
