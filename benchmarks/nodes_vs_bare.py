@@ -47,7 +47,6 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +73,7 @@ from benchmarks.measure import (
     reset_app,
     save_scenario,
 )
+from benchmarks.repeats import median_run, medians
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
 from framework.kernel.config import ConnectionConfig
@@ -403,10 +403,8 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     from the nodes' median run (the lower one of an even count), each run's rates kept."""
     if len(runs) == 1:
         return runs[0]
-    by_node = sorted(runs, key=lambda r: r["node_fragments_per_s"])
-    row = dict(by_node[(len(runs) - 1) // 2])
-    for key in (*_RATES.values(), "node_per_core"):
-        row[key] = statistics.median(r[key] for r in runs)
+    row = median_run(runs, "node_fragments_per_s")
+    row.update(medians(runs, (*_RATES.values(), "node_per_core")))
     bare, relay, node = (row[key] for key in _RATES.values())
     row.update(ratio=node / bare, relay_ceiling=relay / bare, ratio_to_relay=node / relay)
     row["node_exact"] = all(r["node_exact"] for r in runs)

@@ -43,6 +43,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ from benchmarks.measure import (
 from benchmarks.nodes_vs_bare import new_connection, run_nodes
 from benchmarks.peer_common import GAP_MS, GRACE_MS, progress_path, read_progress
 from benchmarks.peer_jvm import jvm_missing, pom_version
+from benchmarks.repeats import peer_row
 from benchmarks.tables import show
 from benchmarks.workload import DEFAULT_FRAGMENTS, WORKLOADS, Produced, Workload, load, produce
 from router.hashing import stream_for_key
@@ -321,24 +323,37 @@ def _one_workload(
     workload = load(name, args.fragments)
     summaries.append(workload.summary())
     connection = new_connection(cluster, "peers")
-    rows = []
+    fragments = len(workload.fragments)
     try:
         produced = produce(workload, connection, args.streams)
-        for nodes in args.nodes:
-            rows.append(_ours(cluster, produced, workload, nodes, scratch, args.kafka_client))
-            progress(f"    {rows[-1]['fragments_per_s']:,.0f} fragments/s")
-        for peer in args.peers:
-            row = _run_peer(cluster, peer, produced, workload, scratch, args)
-            rows.append(row)
-            rate = row.get("fragments_per_s")
-            progress(f"    {row['error']}" if rate is None else f"    {rate:,.0f} fragments/s")
+        systems: list[Callable[[], dict[str, Any]]] = [
+            *(
+                partial(_ours, cluster, produced, workload, nodes, scratch, args.kafka_client)
+                for nodes in args.nodes
+            ),
+            *(
+                partial(_run_peer, cluster, peer, produced, workload, scratch, args)
+                for peer in args.peers
+            ),
+        ]
+        runs: list[list[dict[str, Any]]] = [[] for _ in systems]
+        # In turn, run after run: a drift of the machine falls on every system alike.
+        for turn in range(args.repeat):
+            if args.repeat > 1:
+                progress(f"  run {turn + 1} of {args.repeat}")
+            for system, done in zip(systems, runs, strict=True):
+                row = system()
+                _per_cpu(row, fragments)
+                done.append(row)
+                rate = row.get("fragments_per_s")
+                progress(f"    {row['error']}" if rate is None else f"    {rate:,.0f} fragments/s")
+        rows = [peer_row(done) for done in runs]
     finally:
         delete_app(connection)
     ours = rows[0]["fragments_per_s"] if rows and "fragments_per_s" in rows[0] else None
     for row in rows:
         row["workload"] = name
-        _per_cpu(row, len(workload.fragments))
-        if ours and "fragments_per_s" in row:
+        if ours and row.get("fragments_per_s"):
             row["ratio_to_ours"] = row["fragments_per_s"] / ours
     return rows
 
@@ -372,6 +387,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of every system, in turn; each row gives the medians (issue 24 quotes "
+        "medians of 3)",
+    )
     parser.add_argument(
         "--kafka-client", choices=("confluent", "kafka-python"), default="confluent"
     )

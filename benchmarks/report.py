@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import delivery_modes, report_limits, report_sections, resize, session_memory
+from benchmarks import (
+    delivery_modes,
+    report_limits,
+    report_peers,
+    report_sections,
+    resize,
+    session_memory,
+)
 from benchmarks.common import out_dir, progress
 from benchmarks.report_notes import NOTES, READING
 from benchmarks.report_plots import Plot, save
@@ -44,7 +51,7 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "zookeeper_commits": ("ZooKeeper: commits, capacity, a simulation", _LIMITS.zookeeper_commits),
     "peers": (
         "Peers: Bytewax, Quix Streams, Spark Structured Streaming, Kafka Streams, Flink",
-        _SCENARIOS.peers,
+        report_peers.section,
     ),
     "failover_modes": (
         "Failover and planned moves: kill -9, SIGTERM, --drain, join; with and without handover",

@@ -1,4 +1,4 @@
-"""RESULTS.md sections of the scenario benchmarks: producer, nodes, peers, failover, scaling, skew.
+"""RESULTS.md sections of the scenario benchmarks: producer, nodes, failover, scaling, skew.
 
 Each section takes its scenario's JSON payload and the machine's core count and
 returns its markdown and its plots (saved by `benchmarks.report`).
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.report_plots import Plot, bars, plt, size
+from benchmarks.report_plots import Plot, bars, plt
 from benchmarks.tables import markdown
 
-__all__ = ["failover", "nodes", "peers", "producer", "scaling", "skew"]
+__all__ = ["failover", "nodes", "producer", "scaling", "skew"]
 
 Payload = dict[str, Any]
 
@@ -163,73 +163,6 @@ def _nodes(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
         ax.set_ylabel("fragments/s (log)")
         ax.set_title(f"{workload}: N nodes vs N bare readers")
     return "\n".join(t for t in text if t), [("nodes_vs_bare", figure)]
-
-
-def _peers(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
-    rows = payload["results"]
-    text = [
-        markdown(
-            rows,
-            [
-                "workload",
-                "system",
-                "version",
-                ("fragments_per_s", "fragments/s"),
-                ("ratio_to_ours", "vs 1 node"),
-                "seconds",
-                ("wall_s", "wall s"),
-                ("sessions", "sessions written"),
-                ("open_at_end", "open at end"),
-                ("matches", "matches batch definition"),
-                ("state_bytes", "state bytes"),
-                ("disk_written", "local disk written"),
-                ("cpu_s", "CPU s"),
-                ("cpu_s_after_first_record", "CPU s from first record"),
-                ("fragments_per_cpu_s", "fragments per CPU s"),
-                ("fragments_per_cpu_s_after_start", "per CPU s from first record"),
-                "cores_busy",
-            ],
-        )
-    ]
-    text.append("")
-    text.append("What each one stored for recovery (`state bytes`):")
-    seen: set[str] = set()
-    for row in rows:
-        if row.get("state_what") and row["system"] not in seen:
-            seen.add(row["system"])
-            text.append(f"- {row['system']}: {row['state_what']}")
-    for row in rows:
-        if row.get("matches") is False:
-            late = (row.get("detail") or {}).get("late_records")
-            text.append(
-                f"- **{row['workload']} {row['system']} does not match**: "
-                f"{row['lost']:,} sessions of the batch definition are not among those it "
-                f"wrote, and {row['extra']:,} it wrote are not in it"
-                + (f"; it set {late:,} input records aside as late" if late is not None else "")
-            )
-    errors = [r for r in rows if r.get("error")]
-    for row in errors:
-        text.append(f"- **{row['workload']} {row['system']} failed**: {row['error']}")
-    pyplot = plt()
-    good = [r for r in rows if not r.get("error")]
-    workloads = sorted({r["workload"] for r in good}, key=[r["workload"] for r in good].index)
-    systems = sorted({r["system"] for r in good}, key=[r["system"] for r in good].index)
-    figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 3.8))
-
-    def value(workload: str, system: str, key: str) -> float | None:
-        return next(
-            (r.get(key) for r in good if r["workload"] == workload and r["system"] == system), None
-        )
-
-    bars(left, workloads, {s: [value(w, s, "fragments_per_s") for w in workloads] for s in systems})
-    left.set_ylabel("fragments/s")
-    left.set_title("Same sessionization, same topics")
-    sizes = {s: [value(w, s, "state_bytes") for w in workloads] for s in systems}
-    bars(right, workloads, sizes, label=size)
-    right.set_yscale("log")
-    right.set_ylabel("bytes (log)")
-    right.set_title("Bytes stored for state/recovery")
-    return "\n".join(text), [("peers", figure)]
 
 
 def _failover(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
@@ -415,10 +348,9 @@ def _scaling(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
     return "\n".join(t for t in text if t), [("scaling", figure)]
 
 
-producer, nodes, peers, failover, scaling, skew = (
+producer, nodes, failover, scaling, skew = (
     _producer,
     _nodes,
-    _peers,
     _failover,
     _scaling,
     _skew,

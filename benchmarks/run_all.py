@@ -12,8 +12,8 @@ ZooKeeper + Kafka serves them all (or the servers in SESSIONIZER_ZK /
 SESSIONIZER_BOOTSTRAP), so every comparison is made on the same cluster in the same run.
 
 Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
-300,000, failover 200,000 with 3 repeats; nodes against bare readers and the producer
-medians of 3 runs), every workload, 1/2/4 nodes, every
+300,000, failover 200,000 with 3 repeats; nodes against bare readers, the producer
+and the peers medians of 3 runs), every workload, 1/2/4 nodes, every
 peer, failover with and without handover, skew from 400,000 fragments at
 1,000/s, the live resize (8 -> 12 streams, 2 -> 3 nodes) on 300,000 fragments at
 1,500/s.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
@@ -134,7 +134,8 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "profile_node": (profile_node.main, profile),
         "engine_memory": (engine_memory.main, ["--baseline", "none"]),
         "zookeeper_commits": (zookeeper_commits.main, []),
-        "peers": (peers.main, [*size, *peer_timeout]),
+        # Issue 24's per-CPU ratios come from here: medians of three, as it quotes its own.
+        "peers": (peers.main, [*size, *peer_timeout, "--repeat", "3"]),
         "failover_modes": (failover_modes.main, [*failover, "--repeat", "3"]),
         "scaling": (scaling.main, size),
         "skew": (skew.main, []),

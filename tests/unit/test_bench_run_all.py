@@ -36,6 +36,7 @@ def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
     full = {name: arguments for name, (_, arguments) in _plan(_args(False)).items()}
     assert full["profile_node"] == ["--fragments", "300000"]
     assert full["nodes_vs_bare"] == ["--fragments", "1000000", "--repeat", "3"]
+    assert full["peers"][-2:] == ["--repeat", "3"]  # issue 24's per-CPU ratios, medians of 3
 
 
 def test_append_continues_the_run_in_the_output_directory(
