@@ -143,10 +143,11 @@ def _run_peer(
         if peer == "quix":
             return {**row, "error": "not installed: python -m benchmarks.quix_venv (make bench)"}
         return {**row, "error": f"not installed: pip install {PACKAGES[peer]}"}
-    out_topic = f"{app}.peer.{peer}"
-    create_topic(cluster.bootstrap, out_topic)
     work = scratch / f"{peer}-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
+    # A topic of this run's own: a repeated run must not read back the sessions of the last.
+    out_topic = f"{app}.peer.{work.name}"
+    create_topic(cluster.bootstrap, out_topic)
     result_path, log_path = work / "result.json", work / "peer.log"
     module, extra, _ = JVM_PEERS.get(peer, (peer, [], ""))
     command = [
