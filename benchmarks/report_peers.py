@@ -41,9 +41,14 @@ def section(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:
         )
     ]
     text.append("")
-    for row in rows:
-        if row.get("runs"):
-            text.append(f"- {row['workload']}, {row['system']}: {_peer_runs(row['runs'])}")
+    repeated = [row for row in rows if row.get("runs")]
+    if repeated:
+        text.append(
+            "Each row gives the medians of its system's runs (every system once a turn, in "
+            "turn; the other columns from its run of median fragments per CPU s):"
+        )
+        text += [f"- {r['workload']}, {r['system']}: {_peer_runs(r['runs'])}" for r in repeated]
+        text.append("")
     text.append("What each one stored for recovery (`state bytes`):")
     seen: set[str] = set()
     for row in rows:
@@ -91,4 +96,4 @@ def _peer_runs(runs: Payload) -> str:
     warm = [rate for rate in runs.get("fragments_per_cpu_s_after_start") or [] if rate]
     shown = f"; from the first record {', '.join(f'{r:,.0f}' for r in warm)}" if warm else ""
     count = len(runs["fragments_per_s"])
-    return f"medians of {count} runs: fragments per CPU s {per_cpu}{shown}; fragments/s {rates}"
+    return f"{count} runs: fragments per CPU s {per_cpu}{shown}; fragments/s {rates}"
