@@ -48,3 +48,16 @@ def test_a_failed_run_fails_the_row_with_no_number() -> None:
     row = peer_row([_run(8e4, 27.0), failed, _run(8e4, 25.0)])
     assert row["error"] == "run 2 of 3: did not finish within 300 s"
     assert "fragments_per_s" not in row and "fragments_per_cpu_s" not in row
+
+
+def test_the_section_lists_each_repeated_rows_runs_below_the_table() -> None:
+    from benchmarks.report_peers import section
+
+    runs = [_run(86_000.0, 27.0, warm_cpu_s=21.0), _run(70_000.0, 30.0, warm_cpu_s=24.0),
+            _run(90_000.0, 25.0, warm_cpu_s=22.0)]  # fmt: skip
+    row = {**peer_row(runs), "workload": "apache", "state_what": "checkpoints"}
+    text, _plots = section({"results": [row]}, 2)
+    assert (
+        "- apache, flink: 3 runs: fragments per CPU s 37,037, 33,333, 40,000; from the first "
+        "record 47,619, 41,667, 45,455; fragments/s 86,000, 70,000, 90,000"
+    ) in text
