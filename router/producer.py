@@ -51,12 +51,13 @@ __all__ = [
 
 _log = structlog.get_logger("sessionizer.producer")
 _REFUSED_HINT = (
-    "the broker refused their timestamp, the event time, as too far ahead of its own clock "
-    "(the stream topics' message.timestamp.after.max.ms, an hour by default since Kafka 4), "
-    "and with it every record of the same batch: remove or correct the lines dated ahead "
-    "(the producer rejects those it sees more than --max-ahead ahead of its own clock: "
-    "lower it if the topics allow less), or raise message.timestamp.after.max.ms, then "
-    "produce again"
+    "the broker refused their timestamps, the event times, as too far from its own clock, and "
+    "with them every record of the same batch: ahead by more than the stream topics' "
+    "message.timestamp.after.max.ms (an hour by default since Kafka 4; the producer rejects "
+    "such lines itself under --max-ahead, which follows that setting as read when it started, "
+    "less a minute for the clocks to differ), or behind by more than "
+    "message.timestamp.before.max.ms where the topics set one: correct those lines or widen "
+    "the setting, then produce again"
 )
 Compression = Literal["gzip", "lz4", "zstd", "snappy", "none"]
 DEFAULT_MAX_AHEAD_MS = 59 * 60_000

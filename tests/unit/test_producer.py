@@ -175,6 +175,7 @@ def test_a_timestamp_the_broker_refused_fails_the_flush_saying_why(
         producer.flush()
     assert "2 sends failed, 2 refused for their timestamp" in str(caught.value)
     assert "brokers are up" not in str(caught.value)  # not the generic hint
+    assert "message.timestamp.before.max.ms" in str(caught.value)  # or too far behind
     assert producer.stats.sent == 1
 
 
