@@ -39,12 +39,14 @@ def read_lines(
     fd = source.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     unended: list[str] = []  # read since the last line end (a list: a long line grows once)
+    ready = select.poll()  # not select(): no limit on the descriptor's number
+    ready.register(fd, select.POLLIN)
     due = time.monotonic() + every
     while True:
         if on_idle is not None:
             wait = due - time.monotonic()
             # A regular file is always ready: it reads on, with a call every `every` seconds.
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            if wait <= 0 or not ready.poll(wait * 1000):
                 on_idle()
                 due = time.monotonic() + every
                 continue

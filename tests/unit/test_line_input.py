@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import random
+import resource
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,3 +109,27 @@ def test_what_on_idle_raises_ends_the_reading() -> None:
 
     with _pipe() as (source, _write_end), pytest.raises(Failed):
         list(read_lines(source, on_idle=idle, every=0.001))
+
+
+def test_a_descriptor_numbered_past_select_s_limit_is_read() -> None:
+    # select() refuses descriptors from 1024 on; a process with many files open has them.
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft <= 1500:
+        pytest.skip(f"RLIMIT_NOFILE is {soft}: no descriptor 1500 to test with")
+    with _pipe() as (source, write_end):
+        high = os.dup2(source.fileno(), 1500)
+        script = [b"late\n"]
+
+        def idle() -> None:
+            if script:
+                os.write(write_end, script.pop())
+            else:
+                os.close(write_end)
+
+        try:
+            with os.fdopen(high, "rb") as far:
+                lines = list(read_lines(far, on_idle=idle, every=0.001))
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(high)
+    assert lines == ["late\n"]
