@@ -20,6 +20,7 @@ from framework.logging import configure_logging
 __all__ = [
     "OUT",
     "OUT_ENV",
+    "Payload",
     "Servers",
     "machine",
     "out_dir",
@@ -32,6 +33,8 @@ __all__ = [
 
 OUT = Path(__file__).resolve().parent / "out"
 OUT_ENV = "SESSIONIZER_BENCH_OUT"
+Payload = dict[str, Any]
+"""A scenario's JSON as written to the out directory (`results`, `params`, `machine`...)."""
 
 
 def out_dir() -> Path:

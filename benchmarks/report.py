@@ -27,7 +27,7 @@ from benchmarks import (
     resize,
     session_memory,
 )
-from benchmarks.common import out_dir, progress
+from benchmarks.common import Payload, out_dir, progress
 from benchmarks.report_notes import NOTES, READING
 from benchmarks.report_plots import Plot, save
 from benchmarks.tables import markdown
@@ -38,7 +38,6 @@ __all__ = ["RESULTS", "SCENARIOS", "SECTIONS", "load_payloads", "main", "render"
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-Payload = dict[str, Any]
 Section = Callable[[Payload, int], tuple[str, list[Plot]]]
 
 _LIMITS, _SCENARIOS = report_limits, report_sections

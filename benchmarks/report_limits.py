@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.common import Payload
 from benchmarks.report_plots import Plot, bars, plt
 from benchmarks.tables import markdown
 
 __all__ = ["broker_ceiling", "engine_memory", "profile_node", "zookeeper_commits"]
-
-Payload = dict[str, Any]
 
 
 def broker_ceiling(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:

@@ -3,14 +3,11 @@ of a repeated row below the table."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from benchmarks.common import Payload
 from benchmarks.report_plots import Plot, bars, plt, size
 from benchmarks.tables import markdown
 
 __all__ = ["section"]
-
-Payload = dict[str, Any]
 
 
 def section(payload: Payload, cpus: int) -> tuple[str, list[Plot]]:

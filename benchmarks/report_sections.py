@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks.common import Payload
 from benchmarks.report_plots import Plot, bars, plt
 from benchmarks.tables import markdown
 
 __all__ = ["failover", "nodes", "producer", "scaling", "skew"]
-
-Payload = dict[str, Any]
 
 
 def _busy_note(rows: Sequence[dict[str, Any]], key: str, cpus: int) -> str:

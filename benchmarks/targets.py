@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from benchmarks.common import Payload
+
 __all__ = ["COLUMNS", "ISSUES", "Figure", "figures"]
 
-Payload = dict[str, Any]
 COLUMNS = ("figure", "this_run", "today", "target", "met")
 NOT_RUN = "not run"
 
