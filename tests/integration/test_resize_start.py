@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,17 +60,12 @@ def test_a_running_producer_switches_to_the_new_count_after_marking_the_old_stre
         assert sorted(client.get_children(connection.paths.active_streams)) == [
             stream_name(app, i) for i in range(3)
         ]
-    logs = read_topics(kafka_bootstrap, [stream_name(app, i) for i in range(3)])
+    logs = _items(kafka_bootstrap, [stream_name(app, i) for i in range(3)])
     for index in range(3):
-        records = logs[stream_name(app, index)]
-        items = [
-            decode_control(r.key, r.value, r.headers, r.timestamp, r.offset)
-            or decode_record(r.key, r.value, r.headers, r.timestamp, offset=r.offset)
-            for r in records
-        ]
+        items = logs[stream_name(app, index)]
         markers = [i for i, item in enumerate(items) if isinstance(item, ResizeMarker)]
         if index < 2:  # an old stream: the start marker, then the producer's, then only M
-            assert [items[i].producer for i in markers] == [None, "web-1"]  # type: ignore[union-attr]
+            assert [items[i].producer for i in markers] == [None, "web-1"]
             after = [item for item in items[markers[1] :] if isinstance(item, ParsedFragment)]
             assert after and all(stream_for_key(f.key, 3) == index for f in after)
         else:  # the new stream: its start marker, the producer's `joined`, keys of stream 2
@@ -122,7 +118,8 @@ def test_a_producer_whose_input_is_quiet_marks_the_old_streams_without_another_l
     assert any(isinstance(item, ParsedFragment) for item in items)  # the rest routed by 3
 
 
-def _items(bootstrap: str, topics: list[str]) -> dict[str, list[object]]:
+def _items(bootstrap: str, topics: list[str]) -> dict[str, list[Any]]:
+    """Every topic's records, decoded: resize markers, fragments and watermarks."""
     return {
         topic: [
             decode_control(r.key, r.value, r.headers, r.timestamp, r.offset)
