@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from kafka import KafkaAdminClient, KafkaProducer
@@ -32,6 +32,16 @@ def producer_settings(properties: Mapping[str, str]) -> dict[str, Any]:
 _LOOK_EVERY: Final = 64
 """Sends between two looks at the oldest kept futures, which let go of those done."""
 
+_KEPT: Final = 4
+"""Entries per kept send, one each: its future, topic, key and token.  Not a tuple per send:
+that was one more container per record for the cyclic collector, about 13 % more scans of
+the young generation and 3-5 % of a kafka-python producer's time (benchmarks/HOT_PATH.md,
+round 19).  `extend` of a tuple frees the tuple at once: the collector never counts it."""
+
+_LOOK_MASK: Final = _LOOK_EVERY * _KEPT - 1
+"""A look comes when the kept entries reach a multiple of `_LOOK_EVERY * _KEPT` (a power of
+two): sends add `_KEPT` at a time, so at most every `_LOOK_EVERY` sends."""
+
 _SETTLE_EVERY: Final = 4096
 """Kept sends at which every kept future is looked at, not only the oldest: a producer that
 never flushes (`sessionizer produce` of an endless input) keeps those in flight, not every
@@ -44,16 +54,15 @@ class KafkaPythonProducer:
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self._settings = dict(settings)
-        # (future, topic, key, token) of the sends not yet seen done, oldest first.  Kept on
-        # the caller's thread: an errback per send took kafka-python's future lock and built
-        # a partial for every record, a few percent of the node's loop.  Let go of soon after
-        # they are done: futures kept thousands of sends longer than kafka-python keeps them
-        # reach the collector's oldest generation and bring on its full collections
-        # (benchmarks/HOT_PATH.md, round 16).
-        self._pending: deque[tuple[Any, str, bytes | None, object]] = deque()
+        # future, topic, key, token (`_KEPT` entries) of each send not yet seen done, oldest
+        # first.  Kept on the caller's thread: an errback per send took kafka-python's future
+        # lock and built a partial for every record, a few percent of the node's loop.  Let go
+        # of soon after they are done: futures kept thousands of sends longer than
+        # kafka-python keeps them reach the collector's oldest generation and bring on its
+        # full collections (benchmarks/HOT_PATH.md, round 16).
+        self._pending: deque[Any] = deque()
         self._failed: list[DeliveryFailure] = []
         """Failures seen done since the last flush (by `_settle`)."""
-        self._look_in = _LOOK_EVERY
         self._walk_at = _SETTLE_EVERY
         with CLIENT:
             self._producer = KafkaProducer(**settings)
@@ -86,47 +95,48 @@ class KafkaPythonProducer:
             if failed is None:
                 raise
             raise failed from exc
-        self._pending.append((future, topic, key, token))
-        self._look_in -= 1
-        if self._look_in <= 0:
+        pending = self._pending
+        pending.extend((future, topic, key, token))
+        if not len(pending) & _LOOK_MASK:
             self._settle()
 
     def _settle(self) -> None:
         """Let go of the done sends, oldest first, or of every done one when many are kept; a
         failed one waits in `_failed` for `flush`."""
         pending, failed = self._pending, self._failed
-        while pending and pending[0][0].is_done:
-            entry = pending.popleft()
-            future = entry[0]
+        popleft = pending.popleft
+        while pending and pending[0].is_done:
+            future, topic, key, token = popleft(), popleft(), popleft(), popleft()
             if future.exception is not None:
-                failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
-        if len(pending) >= self._walk_at:
-            in_flight: deque[tuple[Any, str, bytes | None, object]] = deque()
-            for entry in pending:
-                future = entry[0]
-                if not future.is_done:
-                    in_flight.append(entry)
-                elif future.exception is not None:
-                    failed.append(_failure(entry[1], entry[2], entry[3], future.exception))
+                failed.append(_failure(topic, key, token, future.exception))
+        if len(pending) >= self._walk_at * _KEPT:
+            in_flight: list[Any] = []
+            for entry in _kept_sends(pending):
+                if not entry[0].is_done:
+                    in_flight.extend(entry)
+                elif entry[0].exception is not None:
+                    failed.append(_failure(entry[1], entry[2], entry[3], entry[0].exception))
             # Walked again only after as many more: a look stays O(1) per send on average.
-            self._pending, self._walk_at = in_flight, max(_SETTLE_EVERY, 2 * len(in_flight))
-        self._look_in = _LOOK_EVERY
+            pending.clear()
+            pending.extend(in_flight)
+            self._walk_at = max(_SETTLE_EVERY, 2 * len(in_flight) // _KEPT)
 
     @property
     def unsettled(self) -> int:
         """Sends kept until they are seen done: those in flight, and the done ones behind the
         oldest in flight (fewer than `_SETTLE_EVERY`, or than twice those in flight)."""
-        return len(self._pending)
+        return len(self._pending) // _KEPT
 
     def _undelivered(self) -> list[str]:
         """Why each failed send since the last flush (or `_forget_sends`) failed."""
-        pending = [repr(f.exception) for f, *_ in self._pending if f.exception is not None]
-        return [failure.detail for failure in self._failed] + pending
+        kept = [f.exception for f, *_ in _kept_sends(self._pending)]
+        return [f.detail for f in self._failed] + [repr(e) for e in kept if e is not None]
 
     def _forget_sends(self) -> None:
         """Drop every send kept (a transaction's end settled them all)."""
-        self._pending, self._failed = deque(), []
-        self._look_in, self._walk_at = _LOOK_EVERY, _SETTLE_EVERY
+        self._pending.clear()
+        self._failed = []
+        self._walk_at = _SETTLE_EVERY
 
     def topic_sender(self, topics: Sequence[str]) -> TopicSend:
         """`send` to partition 0 of `topics[index]` (kafka-python's own send is Python: the
@@ -146,7 +156,7 @@ class KafkaPythonProducer:
 
     def flush(self, timeout: float | None) -> list[DeliveryFailure]:
         """Wait for every acknowledgement; return the failures since the last flush."""
-        pending, failed = self._pending, self._failed
+        kept, failed = list(_kept_sends(self._pending)), self._failed
         self._forget_sends()
         # Not settled in time: what failed is replayed with everything else unsettled.
         with FLUSHING:
@@ -154,7 +164,7 @@ class KafkaPythonProducer:
         # After a complete flush every future is done; `exception` is set on the failed ones.
         return failed + [
             _failure(topic, key, token, future.exception)
-            for future, topic, key, token in pending
+            for future, topic, key, token in kept
             if future.exception is not None
         ]
 
@@ -201,6 +211,12 @@ class KafkaPythonProducer:
         the I/O thread's thread-safe queue) makes the first wait fetch them together.
         """
         warm_metadata(self._producer, topics)
+
+
+def _kept_sends(pending: deque[Any]) -> Iterator[tuple[Any, str, bytes | None, object]]:
+    """(future, topic, key, token) of each kept send, oldest first."""
+    entries = iter(pending)
+    return zip(entries, entries, entries, entries, strict=True)
 
 
 def _failure(topic: str, key: bytes | None, token: object, exc: BaseException) -> DeliveryFailure:
