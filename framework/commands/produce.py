@@ -18,6 +18,7 @@ from framework.kafka.errors import ClientError
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
 from framework.kernel.zookeeper import app_client
+from framework.node.collector import COLLECTOR_THRESHOLD, tune_collector
 from router.format_registry import FORMATS, load_format
 from router.formats import syslog_year, with_time_unit
 from router.formats_jsonl import TIME_UNITS
@@ -242,6 +243,7 @@ def run_produce(args: argparse.Namespace) -> int:
     connection = connection_from_args(args)
     # A bad --format (or a --time-unit it has no use for) fails before the cluster is touched.
     fmt = with_time_unit(load_format(args.format), args.time_unit)
+    tune_collector(COLLECTOR_THRESHOLD)  # as a node's process does (framework.node.collector)
     with _open_input(args.file) as source, _producer(connection, args) as producer:
         stats = produce_lines(
             producer,
@@ -261,6 +263,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.sessions < 1:
         raise ConfigError("--sessions must be >= 1")
     connection = connection_from_args(args)
+    tune_collector(COLLECTOR_THRESHOLD)
     fragments = generate_fragments(args.sessions, args.seed)
     with _producer(connection, args) as producer:
         stats = produce_fragments(

@@ -1,4 +1,4 @@
-"""How a node's process runs Python's cyclic garbage collector (docs/nodes.md).
+"""How the processes of a node and of a producer run Python's cyclic garbage collector.
 
 A node's loop allocates container objects for every record (the fragment's fields,
 its member of a session, a finished session), nearly all of them freed by reference
@@ -15,13 +15,23 @@ less: at 100,000, the default, the collector took 0.31 s of a 1,000,000-fragment
 against 0.94 s at 10,000 (benchmarks/HOT_PATH.md, round 13), its longest scan some tens
 of milliseconds. Cyclic garbage, which the engine does not make (a hook's exception and
 its traceback do), is collected later, not never.
+
+`sessionizer produce` and `generate` run the same policy: over kafka-python a producer
+keeps every record in flight as a future, its callbacks and its batch, and the collector
+walked them some 2,700 times per 300,000 lines, about an eighth of the command's time
+(benchmarks/HOT_PATH.md, round 20).
 """
 
 from __future__ import annotations
 
 import gc
+from typing import Final
 
-__all__ = ["tune_collector"]
+__all__ = ["COLLECTOR_THRESHOLD", "tune_collector"]
+
+COLLECTOR_THRESHOLD: Final = 100_000
+"""Allocations between two scans of the young generation in a node's and a producer's
+process (Python's default is 700)."""
 
 
 def tune_collector(threshold: int | None) -> None:

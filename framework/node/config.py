@@ -11,6 +11,7 @@ from balancer.config import BALANCE_POLICIES, BalancePolicy
 from framework.kernel import compiled
 from framework.kernel.config import ConnectionConfig
 from framework.kernel.errors import ConfigError
+from framework.node.collector import COLLECTOR_THRESHOLD
 from sessionizer.sinks import DEFAULT_MAX_MESSAGE_BYTES
 
 __all__ = [
@@ -79,7 +80,7 @@ class NodeConfig:
     """Hand engines over on planned moves (False: none written nor used; every move replays)."""
     dead_letter_warn_share: float = 0.05
     """Warn once per stream when more than this share of its fragments are late or dead letters."""
-    gc_threshold: int | None = 100_000
+    gc_threshold: int | None = COLLECTOR_THRESHOLD
     """Allocations between two scans of the young objects by Python's collector (its default
     is 700), start-up's objects frozen; None: the collector as Python sets it
     (`framework.node.collector`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 from pathlib import Path
@@ -17,10 +18,20 @@ DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 
 def cli(*argv: str, zk: str, bootstrap: str, app: str) -> tuple[int, str, str]:
-    """Run `sessionizer ARGV` in-process; return (exit code, stdout, stderr)."""
+    """Run `sessionizer ARGV` in-process; return (exit code, stdout, stderr).
+
+    `produce` and `generate` set the process's collector as their own process's
+    (`framework.node.collector`); the test process gets its own back afterwards.
+    """
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*argv, "--zk", zk, "--bootstrap", bootstrap, "--app", app])
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*argv, "--zk", zk, "--bootstrap", bootstrap, "--app", app])
+    finally:
+        gc.set_threshold(*threshold)
+        if not frozen:
+            gc.unfreeze()
     return code, out.getvalue(), err.getvalue()
 
 
