@@ -34,14 +34,14 @@ from typing import Any
 from benchmarks.common import progress
 from benchmarks.measure import bench_cluster, delete_app, load_average, save_scenario
 from benchmarks.nodes_vs_bare import new_connection
-from benchmarks.tables import show
+from benchmarks.tables import markdown, show
 from framework.provision import provision_streams
 from framework.testing.cli import DATA
 from router.errors import MalformedLine
 from router.formats_apache import parse_apache
 from router.line_input import read_lines
 
-__all__ = ["main"]
+__all__ = ["main", "section"]
 
 CLIENTS = ("kafka-python", "confluent")
 STREAMS = 64
@@ -100,6 +100,34 @@ def _row(what: str, lines: int, runs: list[tuple[float, float]]) -> dict[str, An
     return {"what": what, "lines": lines, "lines_per_s": lines / seconds,
             "cpu_us_per_line": cpu / lines * 1e6,
             "runs": [round(lines / s) for s, _ in runs]}  # fmt: skip
+
+
+def section(payload: dict[str, Any], cpus: int) -> tuple[str, list[Any]]:
+    """RESULTS.md's section: the command beside its parts, and what parsing is of it."""
+    rows = payload["results"]
+    text = [
+        markdown(
+            rows,
+            [
+                "what",
+                "lines",
+                ("lines_per_s", "lines/s"),
+                ("cpu_us_per_line", "CPU µs/line"),
+                ("runs", "lines/s, each run"),
+            ],
+        ),
+        "",
+    ]
+    parsing = next((r for r in rows if r["what"] == "read_lines + parse_apache"), None)
+    for row in rows:
+        if row["what"].startswith("sessionizer produce") and parsing is not None:
+            share = parsing["cpu_us_per_line"] / row["cpu_us_per_line"]
+            text.append(
+                f"- {row['what']}: {row['lines_per_s']:,.0f} lines/s, "
+                f"{row['cpu_us_per_line']:.2f} µs of CPU a line, of which reading and parsing "
+                f"take {parsing['cpu_us_per_line']:.2f} ({share:.0%})."
+            )
+    return "\n".join(text), []
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks import (
     delivery_modes,
+    produce_command,
     report_limits,
     report_peers,
     report_sections,
@@ -66,6 +67,10 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "session_memory": (
         "Memory per open session, grace 0, each hot path (issue 24)",
         session_memory.section,
+    ),
+    "produce_command": (
+        "The command: `sessionizer produce` as users run it",
+        produce_command.section,
     ),
 }
 SCENARIOS = tuple(SECTIONS)

@@ -6,8 +6,9 @@
 Scenarios, in order (each is also a command of its own, `python -m
 benchmarks.<name>`): producer_workloads, nodes_vs_bare, broker_ceiling,
 profile_node, engine_memory, zookeeper_commits, peers, failover_modes,
-scaling, skew, delivery_modes, resize, session_memory.  Both Kafka transports (confluent-kafka
-and kafka-python) run side by side wherever a node or a producer does.  One local
+scaling, skew, delivery_modes, resize, session_memory, produce_command.  Both Kafka
+transports (confluent-kafka and kafka-python) run side by side wherever a node or a
+producer does.  One local
 ZooKeeper + Kafka serves them all (or the servers in SESSIONIZER_ZK /
 SESSIONIZER_BOOTSTRAP), so every comparison is made on the same cluster in the same run.
 
@@ -16,13 +17,14 @@ Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
 and the peers medians of 3 runs), every workload, 1/2/4 nodes, every
 peer, failover with and without handover, skew from 400,000 fragments at
 1,000/s, the live resize (8 -> 12 streams, 2 -> 3 nodes) on 300,000 fragments at
-1,500/s.  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
+1,500/s, `sessionizer produce` on the apache log thirty times (300,000 lines, medians
+of 3).  `--quick` (`make bench-quick`, at most 15 minutes on an idle 2-core
 machine): 30,000 fragments, the apache workload and one node where the targets
 only need that, Spark as the only peer (its per-core figure is a target), the
 scaling grid cut to 16 and 288 streams on 1 and 2 nodes, failover once per
 case, skew from 200,000 fragments at 800/s, delivery modes on 50,000 fragments
 with confluent-kafka only (about 3 minutes), the resize on 30,000 fragments (about
-a minute).  Each peer gets
+a minute), `sessionizer produce` on the log three times.  Each peer gets
 `--peer-timeout` seconds per workload (1,500 by default).  A scenario that
 fails is reported as failed; the others still run.  The report is rewritten
 after every scenario, and at the end issue 24's targets table is printed
@@ -61,6 +63,7 @@ from benchmarks import (
     failover_modes,
     nodes_vs_bare,
     peers,
+    produce_command,
     producer_workloads,
     profile_node,
     quix_venv,
@@ -121,6 +124,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
             ),
             "resize": (resize.main, ["--fragments", "30000"]),
             "session_memory": (session_memory.main, ["--sessions", "50000"]),
+            "produce_command": (produce_command.main, ["--copies", "3"]),
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
@@ -142,6 +146,7 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         "delivery_modes": (delivery_modes.main, size),
         "resize": (resize.main, ["--fragments", str(min(args.fragments, 300_000))]),
         "session_memory": (session_memory.main, []),
+        "produce_command": (produce_command.main, ["--copies", "30", "--repeat", "3"]),
     }
 
 

@@ -37,6 +37,7 @@ def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
     assert full["profile_node"] == ["--fragments", "300000"]
     assert full["nodes_vs_bare"] == ["--fragments", "1000000", "--repeat", "3"]
     assert full["peers"][-2:] == ["--repeat", "3"]  # issue 24's per-CPU ratios, medians of 3
+    assert full["produce_command"] == ["--copies", "30", "--repeat", "3"]  # 300,000 real lines
 
 
 def test_append_continues_the_run_in_the_output_directory(
