@@ -167,6 +167,15 @@ NOTES = {
         "and the resident set, after minus before, per open session.  `loaded`: the path the "
         "process really ran (benchmarks/HOT_PATH.md)."
     ),
+    "produce_command": (
+        "The real apache log, written as many times as `--copies` into one file; "
+        "`sessionizer produce FILE --format apache --kafka-client CLIENT` in a process of its "
+        "own, to a fresh app's 64 streams, timed from its start to its exit (start-up "
+        "included), its CPU from the child's rusage.  Beside it, in the benchmark's process on "
+        "the same file: reading the lines alone (`read_lines`), and reading and parsing them "
+        "(`parse_apache`), what the command costs before it sends anything.  Each row is the "
+        "median of its runs (benchmarks/HOT_PATH.md, round 20)."
+    ),
 }
 
 

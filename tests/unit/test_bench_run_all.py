@@ -57,3 +57,11 @@ def test_append_continues_the_run_in_the_output_directory(
     assert meta["continued"][0]["command"].endswith("--only session_memory")
     text = render(meta, tmp_path / "RESULTS.md").read_text()
     assert "Continued by `python -m benchmarks.run_all --append --only session_memory`" in text
+
+
+def test_every_reported_scenario_has_its_note() -> None:
+    # RESULTS.md prints each section's note under its command: a missing one failed the
+    # whole report after the scenario had run.
+    from benchmarks.report_notes import NOTES
+
+    assert [name for name in SCENARIOS if name not in NOTES] == []
