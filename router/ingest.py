@@ -11,7 +11,7 @@ a thousand times their gaps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -21,7 +21,7 @@ from router.errors import MalformedLine, NothingParsed
 from router.format_registry import FORMATS, FormatSpec, load_format
 from router.formats import line_parser
 from router.fragment import ParsedFragment
-from router.producer import EncodedFragment, ProducerStats, StreamProducer
+from router.producer import ProducerStats, StreamProducer
 
 __all__ = ["Progress", "formats_that_parse", "produce_fragments", "produce_lines"]
 
@@ -65,7 +65,7 @@ def produce_lines(
             _warn_near_epoch(stats.read, fragment.timestamp_ms)
         return fragment
 
-    _send_all(producer, _encoded(producer, lines, parse_and_sample), progress)
+    _send_each(producer, lines, parse_and_sample, progress)
     _log_reasons(stats)
     if stats.read and not stats.parsed:
         name = load_format(fmt).name
@@ -83,8 +83,7 @@ def produce_fragments(
     progress: Progress | None = None,
 ) -> ProducerStats:
     """Send already-parsed fragments (e.g. generated traffic); unencodable ones are rejected."""
-    encoded = _encoded(producer, fragments, lambda fragment: fragment)
-    _send_all(producer, encoded, progress)
+    _send_each(producer, fragments, lambda fragment: fragment, progress)
     _log_reasons(producer.stats)
     _finish(producer, end_of_input)
     return producer.stats
@@ -107,30 +106,27 @@ def formats_that_parse(lines: Sequence[str], *, year: int | None = None) -> list
     return sorted(parsed, key=lambda name: -parsed[name])
 
 
-def _encoded(
-    producer: StreamProducer, inputs: Iterable[T], to_fragment: Callable[[T], ParsedFragment]
-) -> Iterator[EncodedFragment]:
-    """Count, parse and encode each input; a malformed one is counted by reason and skipped."""
+def _send_each(
+    producer: StreamProducer,
+    inputs: Iterable[T],
+    to_fragment: Callable[[T], ParsedFragment],
+    progress: Progress | None,
+) -> None:
+    """Count, parse and send each input; a malformed one is counted by reason and skipped."""
     stats = producer.stats
     for number, item in enumerate(inputs, start=1):
         stats.read += 1
         try:
-            encoded = producer.encode(to_fragment(item))
+            # One call routes, encodes and queues (`FragmentPath.send`, compiled). Looked up
+            # for every fragment: a live resize gives the producer a new path.
+            producer.send(to_fragment(item))
         except MalformedLine as exc:
             stats.reject(exc.reason)
             _log.debug("line_rejected", line=number, reason=exc.reason, detail=exc.detail[:200])
             continue
         stats.parsed += 1
-        yield encoded
-
-
-def _send_all(
-    producer: StreamProducer, fragments: Iterable[EncodedFragment], progress: Progress | None
-) -> None:
-    for fragment in fragments:
-        producer.send_encoded(fragment)
-        if progress is not None and producer.stats.read % _PROGRESS_EVERY == 0:
-            progress(producer.stats)
+        if progress is not None and stats.read % _PROGRESS_EVERY == 0:
+            progress(stats)
 
 
 def _warn_near_epoch(line: int, timestamp_ms: int) -> None:
