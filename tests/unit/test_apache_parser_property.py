@@ -1,20 +1,22 @@
 """The apache parser's fast paths give what the plain definitions give, on random input.
 
-Its quoted fields are matched by an unrolled pattern, and its times from a memo of each
-day's midnight (benchmarks/HOT_PATH.md, round 20): both are held here to the simple
-forms they replace, the alternation per character and one `datetime` per line.
+Its quoted fields are matched by an unrolled pattern, its times come from a memo of each
+day's midnight, and referrers' sites from a memo too (benchmarks/HOT_PATH.md, round 20):
+each is held here to the simple form it replaces, the alternation per character, one
+`datetime` per line and one `urlsplit` per line.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from urllib.parse import urlsplit
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from router.errors import MalformedLine
-from router.formats_apache import _LINE_RE, parse_apache
+from router.formats_apache import _LINE_RE, parse_apache, referrer_site
 
 _PLAIN_QUOTED = r'"((?:[^"\\]|\\.)*)"'
 _PLAIN_LINE = re.compile(
@@ -88,3 +90,46 @@ def test_times_of_one_day_are_those_datetime_gives_or_are_refused_alike(
             assert exc.reason == "bad-timestamp", exc
             got = None
         assert got == expected, stamp
+
+
+def _plain_site(referrer: str) -> str:
+    try:
+        return urlsplit(referrer).hostname or "-"
+    except ValueError:  # a malformed URL names no site
+        return "-"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    referrers=st.lists(
+        st.builds(
+            "".join,
+            st.lists(
+                st.sampled_from(
+                    [
+                        "http://",
+                        "https://",
+                        "-",
+                        "Ex.com",
+                        ":80",
+                        "/p",
+                        "[",
+                        "]",
+                        "::1",
+                        "@",
+                        "?q",
+                        "é",
+                        " ",
+                    ]
+                ),
+                max_size=5,
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_a_referrers_site_is_the_one_urlsplit_gives_also_the_second_time(
+    referrers: list[str],
+) -> None:
+    for referrer in referrers * 2:  # the second time from the memo
+        assert referrer_site(referrer) == _plain_site(referrer), referrer
