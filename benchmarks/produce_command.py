@@ -55,7 +55,7 @@ def _reading(path: Path) -> None:
 
 
 def _parsing(path: Path) -> None:
-    rejected = 0  # as the command counts them (30 in every copy of the log)
+    rejected = 0  # counted as the command counts them (one line of each copy is cut short)
     with path.open("rb") as source:
         for line in read_lines(source):
             try:

@@ -76,14 +76,15 @@ def _parse_time(text: str) -> int:
     if match is None or month is None:
         raise MalformedLine("bad-timestamp", f"[{text}] is not dd/Mon/yyyy:HH:MM:SS +zzzz")
     hour, minute, second = int(match["hour"]), int(match["minute"]), int(match["second"])
+    since_midnight = ((hour * 60 + minute) * 60 + second) * 1000
     day = text[:11] + text[21:]  # the regex fixes every width: "dd/Mon/yyyy" and "+zzzz"
     midnight = _MIDNIGHTS.get(day)
     if midnight is not None and hour < 24 and minute < 60 and second < 60:
-        millis = midnight + ((hour * 60 + minute) * 60 + second) * 1000
+        millis = midnight + since_midnight
         if millis >= 0:
             return millis
     millis = _exact_time(text, match, month)  # raises for a time that does not exist
-    _remember(_MIDNIGHTS, day, millis - ((hour * 60 + minute) * 60 + second) * 1000)
+    _remember(_MIDNIGHTS, day, millis - since_midnight)
     return millis
 
 
