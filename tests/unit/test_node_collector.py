@@ -21,9 +21,7 @@ CONNECTION = ConnectionConfig("localhost:2181", "localhost:9092")
 _CHILD = """
 import gc, sys
 from framework.kernel.config import ConnectionConfig
-from framework.node.collector import COLLECTOR_THRESHOLD
 from framework.node.config import NodeConfig
-from framework.testing.cli import DATA
 from framework.node.runner import run_until_signalled
 
 class Node:  # what run_until_signalled uses of a node
