@@ -39,7 +39,8 @@ records and dead-letter reasons").
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn, cast
 
 import msgpack
@@ -99,6 +100,22 @@ def native_decoder() -> Any:
 _FAST: Final = native_decoder()
 
 
+class _Packers(threading.local):
+    """One msgpack `Packer` per thread, for `encode_fragment`.
+
+    `msgpack.packb` builds a `Packer` (and its 256 KiB buffer) per call: 1.08 against
+    0.72 us per apache fragment reusing one (benchmarks/HOT_PATH.md, round 21).  Per
+    thread, because a `Packer` is not safe to share: its buffer is the packing's state.
+    It empties its buffer after each value, and after a value it could not pack.
+    """
+
+    def __init__(self) -> None:
+        self.pack: Callable[[object], bytes] = msgpack.Packer(use_bin_type=True).pack
+
+
+_PACKERS: Final = _Packers()
+
+
 def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
     """Return the (key, value) bytes of a fragment record.
 
@@ -116,7 +133,7 @@ def encode_fragment(fragment: ParsedFragment) -> tuple[bytes, bytes]:
         raise MalformedLine("unencodable", f"field name {_show(bad_name[0])} is not a string")
     try:
         key = fragment.key.encode("utf-8")
-        value = msgpack.packb(fragment.fields, use_bin_type=True)
+        value = _PACKERS.pack(fragment.fields)
     except (OverflowError, TypeError, ValueError) as exc:
         raise MalformedLine("unencodable", f"{type(exc).__name__}: {exc}") from exc
     if len(key) > MAX_KEY_BYTES:
