@@ -175,9 +175,19 @@ class _FakeProducer:
         self.refuse: BaseException | None = None
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
-    def send(self, topic: str, **fields: Any) -> Future:
+    def send(  # kafka-python's signature: the layer passes some of it by position
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future:
         if self.refuse is not None:
             raise self.refuse
+        fields = {"value": value, "key": key, "headers": headers, "partition": partition,
+                  "timestamp_ms": timestamp_ms}  # fmt: skip
         self.sent.append((topic, fields))
         self.futures.append(Future())
         return self.futures[-1]
@@ -371,6 +381,23 @@ def test_a_confluent_topic_sender_produces_in_one_call_and_falls_back_to_send() 
             too_large.close(0)
     finally:
         producer.close(0)
+
+
+def test_a_kafka_python_topic_senders_sends_are_kept_and_reported_as_sends_are(
+    producer: kafka_python.KafkaPythonProducer,
+) -> None:
+    fake: Any = producer._producer
+    send_to = producer.topic_sender(["app.stream.0000", "app.stream.0001"])
+    _sent(producer, "app.sessions", "by send")
+    send_to(1, b"fast", b"v", 7)
+    assert producer.unsettled == 2
+    by_send, fast = fake.futures
+    by_send.success(None)
+    fast.failure(KafkaTimeoutError("expired"))
+    assert [(f.topic, f.key, f.token) for f in producer.take_failures()] == [
+        ("app.stream.0001", b"fast", None)
+    ]
+    assert producer.flush(1.0) == []  # reported once
 
 
 def test_a_kafka_python_topic_sender_sends_to_partition_zero_and_maps_refusals(
