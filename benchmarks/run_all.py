@@ -13,8 +13,8 @@ ZooKeeper + Kafka serves them all (or the servers in SESSIONIZER_ZK /
 SESSIONIZER_BOOTSTRAP), so every comparison is made on the same cluster in the same run.
 
 Full sizes (`make bench`): 1,000,000 fragments per workload (the profile
-300,000, failover 200,000 with 3 repeats; nodes against bare readers, the producer
-and the peers medians of 3 runs), every workload, 1/2/4 nodes, every
+300,000, failover 200,000 with 3 repeats; nodes against bare readers and the peers
+medians of 3 runs, the producer of 5), every workload, 1/2/4 nodes, every
 peer, failover with and without handover, skew from 400,000 fragments at
 1,000/s, the live resize (8 -> 12 streams, 2 -> 3 nodes) on 300,000 fragments at
 1,500/s, `sessionizer produce` on the apache log thirty times (300,000 lines, medians
@@ -130,7 +130,8 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
     return {
         # Medians of three alternating runs: one run moves the ratios by +-15 % here, as
         # much as the issue's margin (benchmarks/HOT_PATH.md, round 6).
-        "producer_workloads": (producer_workloads.main, [*size, "--repeat", "3"]),
+        # Five: on confluent one run's wall rate moves by up to 25 % (HOT_PATH.md, round 21).
+        "producer_workloads": (producer_workloads.main, [*size, "--repeat", "5"]),
         # Medians of three runs too, as issue 24 quotes its figures: a node's time ends at a
         # once-a-second commit, which moves one run's rate by a tenth (HOT_PATH.md, round 15).
         "nodes_vs_bare": (nodes_vs_bare.main, [*size, "--repeat", "3"]),

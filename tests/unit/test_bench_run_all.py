@@ -38,6 +38,7 @@ def test_quick_keeps_what_the_targets_need_and_cuts_the_rest() -> None:
     assert full["nodes_vs_bare"] == ["--fragments", "1000000", "--repeat", "3"]
     assert full["peers"][-2:] == ["--repeat", "3"]  # issue 24's per-CPU ratios, medians of 3
     assert full["produce_command"] == ["--copies", "30", "--repeat", "3"]  # 300,000 real lines
+    assert full["producer_workloads"] == ["--fragments", "1000000", "--repeat", "5"]
 
 
 def test_append_continues_the_run_in_the_output_directory(
