@@ -142,9 +142,9 @@ class KafkaPythonProducer:
         """`send` to partition 0 of `topics[index]`, in one frame of the layer per record.
 
         It does what `send` does, kept with `send`'s sends, but calls kafka-python's `send`
-        by position from this frame: a frame and the keyword handling fewer, 0.135 of the
-        0.48 us a fragment costs `StreamProducer` over bare + encoding on a client that does
-        nothing (benchmarks/HOT_PATH.md, round 21).
+        by position from this frame: a frame and the keyword handling fewer, 1,467 of the
+        5,444 instructions a fragment cost `StreamProducer` over bare + encoding on a client
+        that does nothing (valgrind; benchmarks/HOT_PATH.md, round 21).
         """
         names, produce = list(topics), self._producer.send
         pending, settle = self._pending, self._settle
