@@ -128,9 +128,9 @@ def _plan(args: argparse.Namespace) -> dict[str, tuple[Callable[..., Any], list[
         }
     profile = ["--fragments", str(min(args.fragments, 300_000))]
     return {
-        # Medians of three alternating runs: one run moves the ratios by +-15 % here, as
-        # much as the issue's margin (benchmarks/HOT_PATH.md, round 6).
-        # Five: on confluent one run's wall rate moves by up to 25 % (HOT_PATH.md, round 21).
+        # Medians of five alternating runs: one run moves the ratios by +-15 % here, as much
+        # as the issue's margin (benchmarks/HOT_PATH.md, round 6), and on confluent one run's
+        # wall rate by up to 25 % (round 21).
         "producer_workloads": (producer_workloads.main, [*size, "--repeat", "5"]),
         # Medians of three runs too, as issue 24 quotes its figures: a node's time ends at a
         # once-a-second commit, which moves one run's rate by a tenth (HOT_PATH.md, round 15).
