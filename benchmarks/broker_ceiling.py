@@ -227,7 +227,8 @@ def run_producer(
     properties = [
         f"{name}={str(value).lower() if isinstance(value, bool) else value}"
         for name, value in settings.items()
-        if name not in ("bootstrap.servers", "client.id")
+        # librdkafka's queue bound is no setting of the Java producer (its buffer.memory is).
+        if name not in ("bootstrap.servers", "client.id", "queue.buffering.max.messages")
     ]
     arguments = [
         *("--bootstrap-server", bootstrap, "--topic", topic),

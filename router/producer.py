@@ -40,6 +40,7 @@ from router.watermarks import DEFAULT_MAX_LEAD_MS, WatermarkPolicy
 from router.wire import encode_fragment, encode_watermark, producer_problem
 
 __all__ = [
+    "CONFLUENT_QUEUE_MESSAGES",
     "DEFAULT_MAX_AHEAD_MS",
     "DEFAULT_WATERMARK_INTERVAL_MS",
     "Compression",
@@ -65,6 +66,12 @@ DEFAULT_MAX_AHEAD_MS = 59 * 60_000
 clocks of this host and the brokers to differ."""
 DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
 """No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
+CONFLUENT_QUEUE_MESSAGES = 1_000_000
+"""Records librdkafka may hold for the brokers (its default is 100,000; its 1 GiB bound on
+their bytes stays).  A full queue idles the producer until there is room, and a producer
+faster than the brokers' average never wins that time back: with 100,000, a pause of the
+broker under 0.4 s filled it: `StreamProducer` sent 172,226 fragments/s, against 246,228
+with a queue that never filled (benchmarks/HOT_PATH.md, round 22)."""
 _POLL_EVERY = 256  # fragments between looks at the producer registry (itself throttled)
 
 
@@ -142,8 +149,10 @@ class ProducerConfig:
         }
 
     def confluent_settings(self) -> dict[str, object]:
-        """The same settings for confluent-kafka's `Producer` (the benchmark reuses them)."""
+        """The same settings for confluent-kafka's `Producer` (the benchmark reuses them), and
+        librdkafka's queue bound (`CONFLUENT_QUEUE_MESSAGES`, which `kafka_config` may set)."""
         return {
+            "queue.buffering.max.messages": CONFLUENT_QUEUE_MESSAGES,
             **self.kafka_config,
             "bootstrap.servers": self.bootstrap,
             "client.id": f"{self.app}-producer",

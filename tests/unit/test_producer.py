@@ -18,7 +18,7 @@ from router.fragment import ParsedFragment
 from router.generator import generate_fragments
 from router.hashing import stream_for_key
 from router.ingest import produce_fragments
-from router.producer import ProducerConfig, StreamProducer
+from router.producer import CONFLUENT_QUEUE_MESSAGES, ProducerConfig, StreamProducer
 from router.wire import decode_record, encode_fragment
 
 STREAMS = 8
@@ -202,6 +202,15 @@ def test_the_config_names_a_client_and_carries_the_same_settings_for_both() -> N
     assert config.kafka_settings()["security_protocol"] == "SSL"
     with pytest.raises(ValueError, match="transport"):
         _config(kafka_client="librdkafka")
+
+
+def test_librdkafka_may_queue_a_million_records_unless_the_kafka_config_says_otherwise() -> None:
+    assert CONFLUENT_QUEUE_MESSAGES == 1_000_000
+    settings = _config(kafka_client="confluent").confluent_settings()
+    assert settings["queue.buffering.max.messages"] == CONFLUENT_QUEUE_MESSAGES
+    assert "queue.buffering.max.kbytes" not in settings  # librdkafka's bound on bytes stays
+    told = _config(kafka_config={"queue.buffering.max.messages": "5000"}).confluent_settings()
+    assert told["queue.buffering.max.messages"] == "5000"
 
 
 @pytest.mark.parametrize(
