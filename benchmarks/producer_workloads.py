@@ -6,8 +6,11 @@
 For each workload and each Kafka client (kafka-python, confluent-kafka), in one
 run on one cluster, three producers send the same fragments with the same
 settings (`ProducerConfig.kafka_settings()` / `.confluent_settings()`: acks=all,
-idempotence, lz4, linger 20 ms, 256 KiB batches) to the stream topics of a
-fresh app each:
+idempotence, lz4, linger 20 ms, 256 KiB batches; on confluent-kafka a librdkafka
+queue of 1,000,000 records, which a short pause of the broker does not fill: with
+librdkafka's 100,000 the producers waited for room at such pauses, and the rate
+was the broker's, benchmarks/HOT_PATH.md round 22) to the stream topics of a fresh
+app each:
 
 - the **bare** producer of that client, handed the topic, key and value already
   computed before the clock starts (the client's own ceiling);

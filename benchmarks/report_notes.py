@@ -8,7 +8,10 @@ NOTES = {
     "producer_workloads": (
         "For each workload and each Kafka client, three producers send the same fragments, "
         "built before timing, with the same settings (acks=all, idempotence, lz4, linger 20 "
-        "ms, 256 KiB batches) to a fresh app's stream topics: the bare producer of that client "
+        "ms, 256 KiB batches; on confluent-kafka librdkafka may queue 1,000,000 records, "
+        "`StreamProducer`'s default, so that a short pause of the broker does not stop the "
+        "producers: benchmarks/HOT_PATH.md, round 22) to a fresh app's stream topics: the bare "
+        "producer of that client "
         "(stream, encoded key and value precomputed), bare + encoding (routing and encoding as "
         "it sends), and `StreamProducer`.  Timed from the first send to the last "
         "acknowledgement of the final flush; `CPU ratio`: the bare producer's CPU per fragment "

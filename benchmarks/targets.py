@@ -274,22 +274,38 @@ def _producer_encoding_figures(payloads: Mapping[str, Payload | None]) -> Iterat
     # Issue 16's closing note, which issue 24 quotes: "`StreamProducer` is 0.92 / 0.87 of
     # that", after "41,744 (kafka-python) / 178,990 (confluent)".
     today = {"kafka-python": "0.92", "confluent": "0.87"}
-    rows = [
-        r
-        for r in _results(payloads, "producer_workloads")
-        if r["producer"] == "StreamProducer" and r["workload"] == "apache"
-    ]
+    results = _results(payloads, "producer_workloads")
+    rows = [r for r in results if r["producer"] == "StreamProducer" and r["workload"] == "apache"]
     for row in rows:
         ratio = row.get("ratio_to_encoding")
+        encoding = [
+            r
+            for r in results
+            if r["producer"] == "bare + encoding"
+            and (r["workload"], r["client"]) == (row["workload"], row["client"])
+        ]
         yield Figure(
             f"producer / (bare + encoding), apache, {row['client']}",
-            NOT_RUN if ratio is None else f"{ratio:.2f}",
+            NOT_RUN if ratio is None else f"{ratio:.2f}{_spread(row, encoding)}",
             today.get(row["client"], "-"),
             ">= 0.95",
             _at_least(ratio, 0.95),
         )
     if not rows:
         yield Figure("producer / (bare + encoding)", NOT_RUN, "0.92 / 0.87", ">= 0.95", None)
+
+
+def _spread(row: dict[str, Any], encoding: list[dict[str, Any]]) -> str:
+    """The same comparison by CPU per fragment, and run by run: the median's rate alone
+    swung by a tenth between two runs an hour apart (benchmarks/HOT_PATH.md, round 22)."""
+    if not encoding or not row.get("cpu_us") or not encoding[0].get("cpu_us"):
+        return ""
+    parts = [f"CPU {encoding[0]['cpu_us'] / row['cpu_us']:.2f}"]
+    seconds, theirs = row.get("runs") or [], encoding[0].get("runs") or []
+    if len(seconds) == len(theirs) > 1:  # each run beside the loop's run of the same round
+        paired = [t / s for s, t in zip(seconds, theirs, strict=True)]
+        parts.append(f"runs {min(paired):.2f}-{max(paired):.2f}")
+    return f" ({'; '.join(parts)})"
 
 
 Source = Callable[[Mapping[str, Payload | None]], Iterator[Figure]]

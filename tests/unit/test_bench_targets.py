@@ -170,6 +170,20 @@ def test_issue_24_figures_against_their_targets() -> None:
     assert not any("generated" in figure for figure in rows)
 
 
+def test_the_producer_figures_say_their_cpu_and_each_rounds_ratio_beside_the_median() -> None:
+    """A median ratio of rates swung from 0.91 to 1.01 between two runs an hour apart:
+    the row also gives the CPU per fragment's ratio and the paired runs' range."""
+    ours = {**_producer("apache", "confluent", 0.9, 500), "ratio_to_encoding": 1.01,
+            "cpu_us": 5.0, "runs": [4.0, 5.0, 6.0]}  # fmt: skip
+    loop = {"workload": "apache", "client": "confluent", "producer": "bare + encoding",
+            "cpu_us": 4.5, "runs": [4.4, 4.0, 4.8]}  # fmt: skip
+    other = {**loop, "client": "kafka-python", "cpu_us": 1.0, "runs": [1.0, 1.0, 1.0]}
+    payloads = {**ISSUE_24, "producer_workloads": {"results": [other, loop, ours]}}
+    row = _by_figure(payloads, "24")["producer / (bare + encoding), apache, confluent"]
+    assert row["this_run"] == "1.01 (CPU 0.90; runs 0.80-1.10)"
+    assert row["met"] is True  # the target is the median rate's
+
+
 def test_issue_24_one_node_figure_names_the_runs_of_its_median() -> None:
     repeated = {**_node("confluent", 101_000.0, 0.6, 99_000.0),
                 "runs": {"node": [93_000.0, 101_000.0, 108_000.0]}}  # fmt: skip
