@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta, timezone
-from typing import TypeVar
 from urllib.parse import urlsplit
 
 from router.errors import MalformedLine
 from router.fragment import MONTHS, ParsedFragment, StatelessFormat, clock_time, epoch_ms
+from router.memo import remember
 
 __all__ = ["ApacheFormat", "parse_apache", "referrer_site"]
-
-V = TypeVar("V")
 
 # A quoted field may contain backslash escapes (Apache writes `\"` inside the agent).  The
 # loop is unrolled (runs of plain characters, then one escape and a run again): the same
@@ -31,9 +29,6 @@ _TIME_RE = re.compile(
 )
 
 
-_KEPT = 4096
-"""Entries each memo below keeps (it is cleared when full)."""
-
 _SITES: dict[str, str] = {}
 """Each referrer's site: a log's lines name a few hundred pages again and again (628 in the
 10,000 lines of tests/data/apache_logs), and `urlsplit` was 0.8 µs a line."""
@@ -43,7 +38,7 @@ def referrer_site(referrer: str) -> str:
     """Return the lower-cased host of an absolute referrer URL, else "-"."""
     site = _SITES.get(referrer)
     if site is None:
-        site = _remember(_SITES, referrer, _site(referrer))
+        site = remember(_SITES, referrer, _site(referrer))
     return site
 
 
@@ -54,14 +49,6 @@ def _site(referrer: str) -> str:
     except ValueError:
         return "-"
     return host or "-"
-
-
-def _remember(memo: dict[str, V], key: str, value: V) -> V:
-    """Keep `value` under `key` in `memo` (cleared first when it holds `_KEPT`)."""
-    if len(memo) >= _KEPT:
-        memo.clear()
-    memo[key] = value
-    return value
 
 
 _MIDNIGHTS: dict[str, int] = {}
@@ -84,7 +71,7 @@ def _parse_time(text: str) -> int:
         if millis >= 0:
             return millis
     millis = _exact_time(text, match, month)  # raises for a time that does not exist
-    _remember(_MIDNIGHTS, day, millis - since_midnight)
+    remember(_MIDNIGHTS, day, millis - since_midnight)
     return millis
 
 

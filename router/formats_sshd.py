@@ -18,6 +18,7 @@ from pathlib import Path
 
 from router.errors import MalformedLine
 from router.fragment import MONTHS, ParsedFragment, clock_time, epoch_ms
+from router.memo import remember
 
 __all__ = ["DEFAULT_SYSLOG_YEAR", "SshdFormat", "SyslogYears", "log_year", "parse_sshd"]
 
@@ -66,11 +67,25 @@ def _ip(message: str) -> str | None:
     for match in _IP_RE.finditer(message):
         # Also try without trailing punctuation ("from 1.2.3.4: ...", "... 1.2.3.4.").
         for candidate in (match[1], match[1].rstrip(".:")):
-            try:
-                return str(ipaddress.ip_address(candidate))
-            except ValueError:
-                continue
+            address = _ADDRESSES.get(candidate)
+            if address is None:
+                address = remember(_ADDRESSES, candidate, _address(candidate))
+            if address:
+                return address
     return None
+
+
+_ADDRESSES: dict[str, str] = {}
+"""Each candidate's address in its standard form, "" for none: a log names a few hundred
+peers again and again (tests/data/auth.log: 202 in 2,785 candidates), and `ipaddress`
+cost 3.1 µs a message."""
+
+
+def _address(candidate: str) -> str:
+    try:
+        return str(ipaddress.ip_address(candidate))
+    except ValueError:
+        return ""
 
 
 def _timestamp(match: re.Match[str], year_of: Callable[[int], int]) -> int:

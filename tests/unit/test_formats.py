@@ -205,6 +205,31 @@ def test_sshd_user_and_ip(message: str, user: str | None, ip: str | None) -> Non
     assert (fields["user"], fields["ip"]) == (user, ip)
 
 
+def test_sshd_addresses_are_remembered_as_ipaddress_reads_them_and_the_memo_stays_bounded() -> None:
+    """The peer's address is `ipaddress`'s reading of the candidate, remembered: the same
+    answer the first time, the second, and after the memo was cleared for being full."""
+    from router.formats_sshd import _ADDRESSES
+    from router.memo import MEMO_SIZE
+
+    cases = {
+        "Connection closed by 2001:DB8:0:0::7 port 22": "2001:db8::7",  # its standard form
+        "Connection closed by 01.2.3.4 port 22": None,  # leading zeros: not an address
+        "Connection closed by 1.2.3.999 port 22": None,
+        "Received disconnect from 5.6.7.8: 11: Bye": "5.6.7.8",  # without the colon
+        "Did not receive identification string from ::: port 1": None,
+    }
+
+    def ip(message: str) -> str | None:
+        return parse_line("sshd", f"Apr  1 00:00:00 h sshd[7]: {message}").fields["ip"]
+
+    for _ in range(2):
+        assert {message: ip(message) for message in cases} == cases
+    for i in range(MEMO_SIZE + 10):  # more distinct peers than the memo keeps
+        assert ip(f"Connection closed by 10.{i // 65536}.{i // 256 % 256}.{i % 256} port 2")
+    assert len(_ADDRESSES) <= MEMO_SIZE
+    assert {message: ip(message) for message in cases} == cases
+
+
 def test_sshd_year_parameter_and_space_padded_day() -> None:
     line = "Apr  1 02:03:04 host sshd[42]: Connection closed by 1.2.3.4 port 5"
     assert parse_line("sshd", line).timestamp_ms == ms(DEFAULT_SYSLOG_YEAR, 4, 1, 2, 3, 4)
