@@ -68,10 +68,11 @@ DEFAULT_WATERMARK_INTERVAL_MS = 5 * 60_000
 """No stream's time lags the producer's clock by more than this (docs/routing.md, "Watermarks")."""
 CONFLUENT_QUEUE_MESSAGES = 1_000_000
 """Records librdkafka may hold for the brokers (its default is 100,000; its 1 GiB bound on
-their bytes stays).  A full queue idles the producer until there is room, and a producer
-faster than the brokers' average never wins that time back: with 100,000, a pause of the
-broker under 0.4 s filled it: `StreamProducer` sent 172,226 fragments/s, against 246,228
-with a queue that never filled (benchmarks/HOT_PATH.md, round 22)."""
+their bytes stays).  A full queue idles the producer until there is room; a producer that
+the brokers outpace on average loses that time for good, where a longer queue would have
+carried it through the pause.  With 100,000, pauses of the broker under 0.4 s filled it:
+`StreamProducer` sent 172,226 fragments/s, against 246,228 with a queue that never filled
+(benchmarks/HOT_PATH.md, round 22)."""
 _POLL_EVERY = 256  # fragments between looks at the producer registry (itself throttled)
 
 
