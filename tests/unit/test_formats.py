@@ -13,6 +13,8 @@ from router.errors import BUILTIN_REASONS, FormatError, MalformedLine
 from router.format_registry import BuiltinFormat, load_format
 from router.formats import parse_file, parse_line, with_time_unit
 from router.formats_jsonl import JsonlFormat
+from router.formats_sshd import _ADDRESSES
+from router.memo import MEMO_SIZE
 
 # The shared sample logs are read in place (a user's clone does not have them).
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -208,9 +210,6 @@ def test_sshd_user_and_ip(message: str, user: str | None, ip: str | None) -> Non
 def test_sshd_addresses_are_remembered_as_ipaddress_reads_them_and_the_memo_stays_bounded() -> None:
     """The peer's address is `ipaddress`'s reading of the candidate, remembered: the same
     answer the first time, the second, and after the memo was cleared for being full."""
-    from router.formats_sshd import _ADDRESSES
-    from router.memo import MEMO_SIZE
-
     cases = {
         "Connection closed by 2001:DB8:0:0::7 port 22": "2001:db8::7",  # its standard form
         "Connection closed by 01.2.3.4 port 22": None,  # leading zeros: not an address
