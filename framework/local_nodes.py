@@ -77,7 +77,7 @@ class NodeGroup(ProcessGroup):
         (`ip` execs the node, so signals reach it directly).
         """
         command = self.command(node, *extra, netns=netns)
-        return self.spawn(node, command, log_stderr=True, env=env)
+        return self.spawn(node, command, log_stderr=True, env=env, dumps_stacks=True)
 
     def command(self, node: str, *extra: str, netns: str | None = None) -> list[str]:
         """The command line `start` runs for node `node`."""

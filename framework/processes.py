@@ -16,11 +16,29 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from framework.cluster.process import wait_until
+from framework.kernel.errors import ClusterError, MemberError
 from framework.kernel.lifecycle import Lifecycle, die_with_parent
+from framework.kernel.stacks import STACKS_SIGNAL
 
-__all__ = ["MemberProcess", "ProcessGroup"]
+__all__ = ["MemberProcess", "ProcessGroup", "ProcessStuck"]
+
+# How much of a stuck process's log and stacks its error shows, and how long it waits for them.
+LOG_TAIL_LINES: Final = 12
+STACK_CALLS: Final = 12
+STACKS_WAIT_S: Final = 10.0
+
+
+class ProcessStuck(MemberError):
+    """A node or member still ran when it was waited for: where its threads were, and its log."""
+
+    def __init__(self, node: str, pid: int, timeout: float, report: str) -> None:
+        self.report = report
+        super().__init__(
+            node, f"{node} (pid {pid}) still runs {timeout:g} s after it was waited for\n{report}"
+        )
 
 
 @dataclass
@@ -30,6 +48,7 @@ class MemberProcess:
     node: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    dumps_stacks: bool = False  # it logs a `thread_stacks` event on `STACKS_SIGNAL`
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         """Parsed log lines so far (only those with event `name`, if given)."""
@@ -55,8 +74,42 @@ class MemberProcess:
             self.process.send_signal(signum)
 
     def wait(self, timeout: float) -> int:
-        """Wait for exit; return the exit code."""
-        return self.process.wait(timeout=timeout)
+        """Wait for exit; return the exit code.
+
+        Raises `ProcessStuck` if it still runs after `timeout` (it is left running: the
+        group kills it), saying where its threads are and how its log ends.
+        """
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ProcessStuck(self.node, self.process.pid, timeout, self.where_stuck()) from None
+
+    def where_stuck(self) -> str:
+        """The end of its log, then (if it runs and can say) where each of its threads is."""
+        tail = self.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        report = "its log ends:\n" + "\n".join(tail)
+        if self.dumps_stacks and self.process.poll() is None:
+            report += "\nits threads, innermost call last:\n" + self._stacks()
+        return report
+
+    def _stacks(self) -> str:
+        """Ask for a `thread_stacks` event and render it."""
+        before = len(self.events("thread_stacks"))
+        self.send(STACKS_SIGNAL)
+        try:
+            wait_until(
+                lambda: len(self.events("thread_stacks")) > before,
+                STACKS_WAIT_S,
+                f"{self.node}'s thread stacks",
+                interval=0.05,
+            )
+        except ClusterError:
+            return f"(none logged within {STACKS_WAIT_S:g} s: its main thread may be inside C)"
+        threads: dict[str, list[str]] = self.events("thread_stacks")[-1]["threads"]
+        return "\n".join(
+            f"{name}:\n" + "\n".join(f"  {call}" for call in calls[-STACK_CALLS:])
+            for name, calls in threads.items()
+        )
 
 
 class ProcessGroup(Lifecycle):
@@ -80,8 +133,9 @@ class ProcessGroup(Lifecycle):
         *,
         log_stderr: bool = False,
         env: Mapping[str, str] | None = None,
+        dumps_stacks: bool = False,
     ) -> MemberProcess:
-        """Start `command` as member `name`."""
+        """Start `command` as member `name` (`dumps_stacks`: it logs them on `STACKS_SIGNAL`)."""
         log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
         with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
             stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
@@ -93,7 +147,7 @@ class ProcessGroup(Lifecycle):
                 env=child_env,
                 preexec_fn=die_with_parent(),  # a run killed hard leaves no member behind
             )
-        member = MemberProcess(name, process, log_path)
+        member = MemberProcess(name, process, log_path, dumps_stacks)
         self.members[name] = member
         return member
 

@@ -8,8 +8,11 @@
   next owners replay from them.
 - A second signal ends the process at once (`EXIT_SECOND_SIGNAL`), committing
   nothing more.
+  It logs every thread's stack first (`thread_stacks`), to say where the stop hung.
 - An unexpected exception in the loop: nothing is committed after it, the
   streams are released, and the exit code is `EXIT_CRASHED`.
+- SIGUSR1 logs every thread's stack (`thread_stacks`), and the node runs on
+  (`framework.kernel.stacks`; left alone if the process already handles it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Final
 import structlog
 
 from framework.kernel import compiled
+from framework.kernel.stacks import Stacks, stacks_on_signal, thread_stacks
 from framework.node.collector import tune_collector
 from framework.node.errors import NodeCrashed
 from framework.node.node import Node
@@ -76,7 +80,8 @@ def run_until_signalled(node: Node) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        node.run()
+        with stacks_on_signal(lambda stacks: _log_stacks(config.node_id, stacks)):
+            node.run()
     except NodeCrashed as exc:
         print(f"sessionizer node: error: {exc}", file=sys.stderr)
         return EXIT_CRASHED
@@ -88,6 +93,12 @@ def run_until_signalled(node: Node) -> int:
 
 def _exit_now(node: str, code: int, event: str, **fields: object) -> None:
     """End the process without running cleanup that could block on an unreachable server."""
+    if code == EXIT_FORCED:
+        _log_stacks(node, thread_stacks())  # what the stop was still waiting for
     log.warning(event, node=node, exit_code=code, note="nothing more is committed", **fields)
     sys.stderr.flush()
     os._exit(code)
+
+
+def _log_stacks(node: str, stacks: Stacks) -> None:
+    log.warning("thread_stacks", node=node, threads=stacks)

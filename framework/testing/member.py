@@ -42,6 +42,7 @@ from balancer.fencing import StreamLease
 from balancer.machine import BalancerState
 from framework.kernel.errors import ConfigError
 from framework.kernel.paths import DEFAULT_NAMESPACE
+from framework.kernel.stacks import stacks_on_signal
 from state.errors import CommitUncertainError, CorruptStateError, FencedError, StateError
 from state.record import StreamState
 from state.zookeeper_store import ZooKeeperRecords
@@ -271,7 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         member = Member(config, args.commit_interval)
         signal.signal(signal.SIGTERM, member.stop)
         signal.signal(signal.SIGINT, member.stop)
-        return member.run(args.drain)
+        with stacks_on_signal(lambda stacks: member.log.warning("thread_stacks", threads=stacks)):
+            return member.run(args.drain)
     except ConfigError as exc:  # a wrong --zk, --app or --zk-auth: one line, no traceback
         print(f"{NAME}: error: {exc}", file=sys.stderr)
         return 2

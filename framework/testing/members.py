@@ -100,7 +100,7 @@ class MemberGroup(ProcessGroup):
         if drain is not None:
             command += ["--drain", str(drain)]
         env = {} if self.zk_auth is None else {"SESSIONIZER_ZK_AUTH": self.zk_auth}
-        return self.spawn(node, command, env=env)
+        return self.spawn(node, command, env=env, dumps_stacks=True)
 
 
 ClaimsSnapshot = tuple[float, float, dict[str, str]]
