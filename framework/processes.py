@@ -116,7 +116,8 @@ class ProcessGroup(Lifecycle):
     """Named processes of one run; on exit every one still running is killed.
 
     Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
-    `<directory>/<name>.<n>.jsonl`; the child imports this installation's packages
+    `<directory>/<name>.<n>.jsonl`, `n` counting the group's starts (a node started again
+    under its name keeps its earlier runs' logs); the child imports this installation's packages
     however the parent was started, and gets `env` on top of the parent's
     environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on the
     command line, which anyone on the machine can read).
@@ -125,6 +126,7 @@ class ProcessGroup(Lifecycle):
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.members: dict[str, MemberProcess] = {}
+        self._spawned = 0  # numbers the logs: a name started again keeps its earlier logs
 
     def spawn(
         self,
@@ -136,7 +138,8 @@ class ProcessGroup(Lifecycle):
         dumps_stacks: bool = False,
     ) -> MemberProcess:
         """Start `command` as member `name` (`dumps_stacks`: it logs them on `STACKS_SIGNAL`)."""
-        log_path = self.directory / f"{name}.{len(self.members)}.jsonl"
+        log_path = self.directory / f"{name}.{self._spawned}.jsonl"
+        self._spawned += 1
         with log_path.open("wb") as log, (self.directory / f"{name}.err").open("ab") as err:
             stdout, stderr = (subprocess.DEVNULL, log) if log_stderr else (log, err)
             child_env = {**_child_env(), **(env or {})}

@@ -1,6 +1,7 @@
 """Where a process hangs: SIGUSR1 logs every thread's stack and the process runs on; a node
 whose stop outlives its deadline logs them before it exits; a waited-for process that does not
-exit is reported with its stacks and the end of its log (`framework.processes.ProcessStuck`)."""
+exit is reported with its stacks and the end of its log (`framework.processes.ProcessStuck`),
+and that log is its own, not overwritten when its name is started again."""
 
 from __future__ import annotations
 
@@ -159,3 +160,15 @@ def test_a_process_that_does_not_exit_is_reported_with_its_stacks_and_log(
     assert report.startswith(f"m0 (pid {child.process.pid}) still runs 0.1 s after")
     assert '"event": "closing"' in report
     assert ("in never_returns" in report) is dumps_stacks
+
+
+def test_a_name_started_again_keeps_its_earlier_runs_logs(tmp_path: Path) -> None:
+    """Each start has its own log: a stuck run's log is still there after its name restarts."""
+    said = 'import json; print(json.dumps({"event": "run", "n": %d}), flush=True)'
+    with ProcessGroup(tmp_path) as group:
+        assert group.spawn("n2", [sys.executable, "-c", said % 0]).wait(timeout=60) == 0
+        runs = []
+        for n in (1, 2, 3):
+            runs.append(group.spawn("n1", [sys.executable, "-c", said % n]))
+            assert runs[-1].wait(timeout=60) == 0
+    assert [[e["n"] for e in run.events("run")] for run in runs] == [[1], [2], [3]]
