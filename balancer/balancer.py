@@ -77,7 +77,10 @@ class Balancer(Lifecycle):
         self._own_client = client is None
         self._listener = listener
         self._held = Holdings(self.client, config, listener, cost=cost, rng=rng or random.Random())
-        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        # Not a SimpleQueue: in CPython 3.11 its get(timeout), interrupted by a signal handled
+        # past the deadline, waits on for ever (until a put); the owner's SIGTERM then never
+        # got back to its loop.  Queue waits on a lock, whose timed wait has no such flaw.
+        self._events: queue.Queue[Event] = queue.Queue()
         self._machine = StateMachine(config.consumer_id)
         self._paused = False
         self._resume_to = S.BALANCING

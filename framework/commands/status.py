@@ -208,7 +208,9 @@ class _Wakeup:
 
     A `queue.SimpleQueue`, not a `threading.Event`: its `put` may be called from a
     signal handler, while the handler setting an Event that the loop is clearing
-    (holding the Event's lock) would deadlock.
+    (holding the Event's lock) would deadlock.  (CPython 3.11's `SimpleQueue.get(timeout)`
+    may wait past its timeout when a signal interrupts it, until a put: harmless here,
+    where the one handler puts; `balancer.Balancer` waits on a `queue.Queue` for that.)
     """
 
     def __init__(self) -> None:
