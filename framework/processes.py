@@ -116,11 +116,11 @@ class ProcessGroup(Lifecycle):
     """Named processes of one run; on exit every one still running is killed.
 
     Each process's JSON-lines log (stdout, or stderr with `log_stderr`) goes to
-    `<directory>/<name>.<n>.jsonl`, `n` counting the group's starts (a node started again
-    under its name keeps its earlier runs' logs); the child imports this installation's packages
-    however the parent was started, and gets `env` on top of the parent's
-    environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on the
-    command line, which anyone on the machine can read).
+    `<directory>/<name>.<n>.jsonl`, `n` counting the group's starts (a node started
+    again under its name keeps its earlier runs' logs); the child imports this
+    installation's packages however the parent was started, and gets `env` on top of
+    the parent's environment (secrets such as `SESSIONIZER_ZK_AUTH` go there, never on
+    the command line, which anyone on the machine can read).
     """
 
     def __init__(self, directory: Path) -> None:

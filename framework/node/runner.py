@@ -5,10 +5,10 @@
 - If that takes longer than the drain plus `NodeConfig.shutdown_deadline`
   (session timeout + 4 s), whatever ZooKeeper and Kafka are doing, the process
   ends there with `EXIT_FORCED`: its streams' last commits stand, and their
-  next owners replay from them.
+  next owners replay from them.  It logs every thread's stack first
+  (`thread_stacks`), to say where the stop hung.
 - A second signal ends the process at once (`EXIT_SECOND_SIGNAL`), committing
   nothing more.
-  It logs every thread's stack first (`thread_stacks`), to say where the stop hung.
 - An unexpected exception in the loop: nothing is committed after it, the
   streams are released, and the exit code is `EXIT_CRASHED`.
 - SIGUSR1 logs every thread's stack (`thread_stacks`), and the node runs on
