@@ -19,9 +19,13 @@ import pytest
 
 from balancer import Balancer, BalancerConfig, BalancerState, NoopListener
 from balancer.machine import MembersChanged
+from framework.cluster import wait_until
 
 RESCUE_AFTER_S = 10.0
 """When the test puts an event itself, so that a wait that would last for ever ends."""
+POLL_S = 0.05
+HANDLER_MARGIN_S = 0.5
+"""The handler returns this long after poll's deadline (poll starts just after it is set)."""
 
 
 @pytest.fixture
@@ -40,9 +44,11 @@ def quiet_balancer() -> Iterator[Balancer]:
 
 def test_a_signal_handled_past_the_deadline_does_not_hold_poll(quiet_balancer: Balancer) -> None:
     handled: list[float] = []
+    past_poll = time.monotonic() + POLL_S + HANDLER_MARGIN_S
 
     def slow_handler(_signum: int, _frame: FrameType | None) -> None:
-        time.sleep(0.1)  # as a loaded machine may: the wait resumes past its deadline
+        # As on a loaded machine: the interrupted wait resumes only after poll's deadline.
+        wait_until(lambda: time.monotonic() > past_poll, 30, "poll's deadline to pass")
         handled.append(time.monotonic())
 
     rescued = threading.Event()
@@ -60,7 +66,7 @@ def test_a_signal_handled_past_the_deadline_does_not_hold_poll(quiet_balancer: B
     try:
         rescuer.start()
         signaller.start()
-        quiet_balancer.poll(0.05)
+        quiet_balancer.poll(POLL_S)
         returned_before_rescue = not rescued.is_set()
     finally:
         signaller.cancel()
