@@ -10,6 +10,7 @@ balancer member still ran 30 s after SIGTERM; `thread_stacks` put it in `_next_e
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,9 +24,8 @@ from framework.cluster import wait_until
 
 RESCUE_AFTER_S = 10.0
 """When the test puts an event itself, so that a wait that would last for ever ends."""
-POLL_S = 0.05
-HANDLER_MARGIN_S = 0.5
-"""The handler returns this long after poll's deadline (poll starts just after it is set)."""
+POLL_S = 2.0
+"""Time enough for the signaller to find the main thread waiting, however loaded the machine."""
 
 
 @pytest.fixture
@@ -42,26 +42,42 @@ def quiet_balancer() -> Iterator[Balancer]:
     yield balancer
 
 
+def _waiting_for_events(thread: int) -> FrameType | None:
+    """The frame of `Balancer._next_events` if `thread` is inside it (waiting for events)."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None and frame.f_code.co_name != "_next_events":
+        frame = frame.f_back
+    return frame
+
+
 def test_a_signal_handled_past_the_deadline_does_not_hold_poll(quiet_balancer: Balancer) -> None:
-    handled: list[float] = []
-    past_poll = time.monotonic() + POLL_S + HANDLER_MARGIN_S
+    main = threading.main_thread().ident
+    assert main is not None
+    deadline: list[float] = []  # poll's, read from its frame once it waits
+    handled, rescued = threading.Event(), threading.Event()
+
+    def signal_the_wait() -> None:
+        def waiting() -> bool:
+            frame = _waiting_for_events(main)
+            if frame is not None:
+                deadline.append(frame.f_locals["until"])
+            return frame is not None
+
+        wait_until(waiting, 30, "the main thread to wait for events", interval=0.001)
+        # To the main thread, whose wait it interrupts (delivered to another, it would not).
+        signal.pthread_kill(main, signal.SIGUSR2)
 
     def slow_handler(_signum: int, _frame: FrameType | None) -> None:
-        # As on a loaded machine: the interrupted wait resumes only after poll's deadline.
-        wait_until(lambda: time.monotonic() > past_poll, 30, "poll's deadline to pass")
-        handled.append(time.monotonic())
-
-    rescued = threading.Event()
+        # As on a loaded machine: the interrupted wait resumes only after its deadline.
+        wait_until(lambda: time.monotonic() > deadline[0], 30, "poll's deadline to pass")
+        handled.set()
 
     def rescue() -> None:
         rescued.set()
         quiet_balancer._events.put(MembersChanged(("n1",)))
 
     before = signal.signal(signal.SIGUSR2, slow_handler)
-    # To the main thread, whose wait it interrupts (delivered to another thread, it would not).
-    main = threading.main_thread().ident
-    assert main is not None
-    signaller = threading.Timer(0.01, signal.pthread_kill, args=(main, signal.SIGUSR2))
+    signaller = threading.Thread(target=signal_the_wait, daemon=True)
     rescuer = threading.Timer(RESCUE_AFTER_S, rescue)
     try:
         rescuer.start()
@@ -69,8 +85,10 @@ def test_a_signal_handled_past_the_deadline_does_not_hold_poll(quiet_balancer: B
         quiet_balancer.poll(POLL_S)
         returned_before_rescue = not rescued.is_set()
     finally:
-        signaller.cancel()
         rescuer.cancel()
+        signaller.join(timeout=60)
+        if deadline:  # the signal went: its handler runs before the default is back
+            wait_until(handled.is_set, 60, "the handler to run")
         signal.signal(signal.SIGUSR2, before)
-    assert handled, "the signal came while poll waited"
+    assert handled.is_set(), "the signal was sent and handled"
     assert returned_before_rescue, "poll waited until an event came, not until its deadline"
